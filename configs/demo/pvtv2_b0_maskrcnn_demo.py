@@ -1,0 +1,89 @@
+# Mask R-CNN + PVTv2-b0 on the embedded demo shapes (tools/make_demo_data.py):
+# trains from scratch on the CPU in a few minutes and reports COCO bbox/segm AP.
+_base_ = [
+    'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
+    'mmdet::_base_/default_runtime.py',
+]
+custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+
+data_root = 'data/demo/coco/'
+metainfo = dict(
+    classes=('circle', 'triangle', 'square', 'star'),
+    palette=[(220, 20, 60), (0, 130, 200), (60, 180, 75), (255, 200, 0)])
+image_size = (256, 256)
+
+model = dict(
+    backbone=dict(
+        _delete_=True, type='PVTv2', arch='b0', drop_path_rate=0.0, init_cfg=None),
+    neck=dict(in_channels=[32, 64, 160, 256]),
+    rpn_head=dict(anchor_generator=dict(scales=[4])),
+    roi_head=dict(
+        bbox_head=dict(num_classes=4),
+        mask_head=dict(num_classes=4)),
+    test_cfg=dict(rpn=dict(nms_pre=300, max_per_img=300), rcnn=dict(max_per_img=20)))
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
+    dict(type='Resize', scale=image_size, keep_ratio=True),
+    dict(type='RandomFlip', prob=0.5),
+    dict(type='PackDetInputs'),
+]
+test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='Resize', scale=image_size, keep_ratio=True),
+    dict(type='LoadAnnotations', with_bbox=True, with_mask=True),
+    dict(type='PackDetInputs',
+         meta_keys=('img_id', 'img_path', 'ori_shape', 'img_shape', 'scale_factor')),
+]
+train_dataloader = dict(
+    batch_size=4,
+    num_workers=1,
+    persistent_workers=True,
+    sampler=dict(type='InfiniteSampler', shuffle=True),
+    dataset=dict(
+        type='CocoDataset',
+        data_root=data_root,
+        metainfo=metainfo,
+        ann_file='annotations/instances_train.json',
+        data_prefix=dict(img='train/'),
+        filter_cfg=dict(filter_empty_gt=True, min_size=8),
+        pipeline=train_pipeline))
+val_dataloader = dict(
+    batch_size=4,
+    num_workers=1,
+    persistent_workers=True,
+    drop_last=False,
+    sampler=dict(type='DefaultSampler', shuffle=False),
+    dataset=dict(
+        type='CocoDataset',
+        data_root=data_root,
+        metainfo=metainfo,
+        ann_file='annotations/instances_val.json',
+        data_prefix=dict(img='val/'),
+        test_mode=True,
+        pipeline=test_pipeline))
+test_dataloader = val_dataloader
+val_evaluator = dict(
+    type='CocoMetric', ann_file=data_root + 'annotations/instances_val.json',
+    metric=['bbox', 'segm'], format_only=False)
+test_evaluator = val_evaluator
+
+max_iters = 300
+train_cfg = dict(type='IterBasedTrainLoop', max_iters=max_iters, val_interval=max_iters)
+val_cfg = dict(type='ValLoop')
+test_cfg = dict(type='TestLoop')
+optim_wrapper = dict(
+    type='OptimWrapper',
+    optimizer=dict(type='AdamW', lr=1e-3, weight_decay=1e-4),
+    clip_grad=dict(max_norm=5.0))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.01, by_epoch=False, begin=0, end=30),
+    dict(type='CosineAnnealingLR', by_epoch=False, begin=30, end=max_iters, eta_min=1e-5),
+]
+default_hooks = dict(
+    logger=dict(type='LoggerHook', interval=20),
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=100, max_keep_ckpts=2))
+log_processor = dict(by_epoch=False)
+env_cfg = dict(cudnn_benchmark=False)
+randomness = dict(seed=0)

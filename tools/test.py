@@ -1,0 +1,61 @@
+"""Evaluate a checkpoint with an mmdet, mmseg or mmpretrain config.
+
+    python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--show-dir DIR]
+                         [--cfg-options k=v ...] [--launcher pytorch]
+
+The metrics are printed and written to <work_dir>/test_metrics.json.
+"""
+import argparse
+import json
+import os
+import os.path as osp
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import vattn_mm  # noqa: E402,F401  (registers backbones, safe checkpoint loading)
+from mmengine.config import DictAction  # noqa: E402
+from mmengine.dist import is_main_process  # noqa: E402
+from mmengine.registry import RUNNERS  # noqa: E402
+from mmengine.runner import Runner  # noqa: E402
+
+from vattn_mm.utils.launch import (enable_visualization, load_config,  # noqa: E402
+                                   setup_distributed)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Test a detector, segmentor or classifier')
+    parser.add_argument('config', help='config file')
+    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('--work-dir', help='output folder (default: work_dirs/<config name>)')
+    parser.add_argument('--show-dir', help='save visualised predictions in this folder')
+    parser.add_argument('--cfg-options', nargs='+', action=DictAction,
+                        help='override config entries')
+    parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
+    parser.add_argument('--local_rank', '--local-rank', type=int, default=0)
+    args = parser.parse_args()
+    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    if not osp.isfile(args.checkpoint):
+        raise FileNotFoundError(f'checkpoint not found: {args.checkpoint}')
+    cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
+    cfg.load_from = args.checkpoint
+    if args.show_dir:
+        enable_visualization(cfg, args.show_dir)
+    setup_distributed(cfg)
+    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
+    metrics = runner.test()
+    if is_main_process():
+        out = osp.join(cfg.work_dir, 'test_metrics.json')
+        with open(out, 'w') as f:
+            json.dump({k: float(v) if isinstance(v, (int, float)) else str(v)
+                       for k, v in metrics.items()}, f, indent=2)
+        print(f'metrics written to {out}')
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,72 @@
+"""FocalNet (microsoft/FocalNet ``classification/focalnet.py`` released
+checkpoints and ``detection/mmdet/models/backbones/focalnet.py``) key layout.
+
+Official -> ours: ``patch_embed`` is stage 0's embedding, ``layers.{i}.
+downsample`` (end of official stage i) becomes ``stages.{i+1}.patch_embed``,
+``layers.{i}.blocks`` -> ``stages.{i}.blocks`` with ``modulation`` -> ``attn``,
+``mlp`` -> ``ffn``, ``gamma_1/2`` -> ``ls1/ls2.weight`` and the depthwise
+kernels ``focal_layers.{l}.0`` -> ``focal_layers.{l}``.  The dense output norms
+``norm0..norm3`` (``stages.{i}.norm``) exist only in dense checkpoints; the
+classifier's ``norm`` / ``head`` are dropped.
+
+Dense models use larger focal windows than ImageNet (det/seg: 9 instead of 3);
+:func:`pad_focal_kernels` zero-pads the smaller pretrained kernels at the
+centre exactly as the official detection loader
+(``detection/mmcv_custom/checkpoint.py``) does, which keeps the features
+unchanged.  A checkpoint kernel larger than the model's is left alone and so
+reported as a shape mismatch (the official loader crops it silently).
+"""
+from __future__ import annotations
+
+import re
+
+import torch.nn.functional as F
+
+from .keymap import KeyMap
+from .loading import FamilyConverter, StateDict
+
+_FOCAL_KERNEL = re.compile(r'\.attn\.focal_layers\.\d+\.weight$')
+
+
+def pad_focal_kernels(sd: StateDict, model_sd: StateDict, notes: list) -> StateDict:
+    """Zero-pad focal kernels smaller than the model's at the centre."""
+    padded, sizes = 0, set()
+    out = dict(sd)
+    for key, value in sd.items():
+        target = model_sd.get(key)
+        if target is None or not _FOCAL_KERNEL.search(key) or value.dim() != 4 \
+                or value.shape[:2] != target.shape[:2]:
+            continue
+        (kh, kw), (th, tw) = value.shape[2:], target.shape[2:]
+        grow_h, grow_w = th - kh, tw - kw
+        if grow_h < 0 or grow_w < 0 or grow_h % 2 or grow_w % 2 or not (grow_h or grow_w):
+            continue  # same size, or cannot be centred: left to the shape check
+        out[key] = F.pad(value, (grow_w // 2, grow_w // 2, grow_h // 2, grow_h // 2))
+        padded += 1
+        sizes.add(f'{kh}x{kw}->{th}x{tw}')
+    if padded:
+        notes.append(
+            f'FocalNet: zero-padded {padded} pretrained focal kernels at the centre to '
+            f"the model's larger focal windows ({', '.join(sorted(sizes))}), as the "
+            'official FocalNet detection loader does; the padded convolutions compute '
+            'exactly the pretrained features.')
+    return out
+
+
+FOCALNET_CONVERTER = FamilyConverter(
+    family='focalnet',
+    keymap=KeyMap((
+        ('patch_embed.', 'stages.0.patch_embed.'),
+        ('layers.{s}.downsample.', 'stages.{s+1}.patch_embed.'),
+        ('layers.{s}.blocks.', 'stages.{s}.blocks.'),
+        ('norm{s}.', 'stages.{s}.norm.'),
+        ('.modulation.focal_layers.{l}.0.', '.attn.focal_layers.{l}.'),
+        ('.modulation.', '.attn.'),
+        ('.mlp.', '.ffn.'),
+        ('.gamma_1', '.ls1.weight'),
+        ('.gamma_2', '.ls2.weight'),
+    )),
+    classification_only=(r'^head\.', r'^norm\.'),
+    dense_only=(r'^stages\.\d+\.norm\.', ),
+    adapt=pad_focal_kernels,
+)

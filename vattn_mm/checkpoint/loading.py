@@ -1,0 +1,208 @@
+"""Reading checkpoints safely and loading them into a backbone strictly.
+
+Official releases come raw, as ``{'model': sd}`` or as ``{'state_dict': sd}``;
+vattn-mm / OpenMMLab checkpoints hold the backbone under ``backbone.``.  Every
+form is accepted, converted with the family's :class:`FamilyConverter` and then
+checked key by key: a checkpoint that does not fit raises
+:class:`CheckpointMismatchError` instead of silently leaving weights random.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Mapping, Optional, Sequence
+
+import torch
+from torch import nn
+
+from .keymap import KeyMap
+
+StateDict = dict[str, torch.Tensor]
+_WRAPPERS = ('state_dict', 'model', 'module')
+_MAX_LISTED = 12
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file cannot be read or holds no usable state dict."""
+
+
+class CheckpointMismatchError(CheckpointError):
+    """A checkpoint does not fit the model it is loaded into."""
+
+
+def read_checkpoint(path: str) -> dict:
+    """Load ``path`` on the CPU with ``weights_only=True`` (the allow-list
+    installed by :mod:`vattn_mm.utils.safe_load` covers OpenMMLab files)."""
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'checkpoint file not found: {path!r}')
+    try:
+        obj = torch.load(path, map_location='cpu', weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise CheckpointError(
+            f'{path!r} holds Python objects outside the safe-loading allow-list '
+            f'and was not loaded ({err}). If you trust this file, allow the '
+            'named class with torch.serialization.add_safe_globals([...]) or '
+            're-save its state dict with torch.save(sd, path).') from err
+    except (EOFError, RuntimeError, ValueError) as err:
+        raise CheckpointError(
+            f'{path!r} is not a readable PyTorch checkpoint (truncated or '
+            f'corrupt?): {err}') from err
+    if not isinstance(obj, Mapping):
+        raise CheckpointError(
+            f'{path!r} holds a {type(obj).__name__}, not a state dict')
+    return dict(obj)
+
+
+def extract_state_dict(obj: Mapping, prefix: Optional[str] = None) -> StateDict:
+    """Unwrap ``state_dict`` / ``model`` / ``module`` containers, strip the
+    DDP ``module.`` prefix and select ``prefix`` (``'backbone.'`` is taken
+    automatically from whole-detector / segmentor / classifier files)."""
+    for wrapper in _WRAPPERS:
+        if isinstance(obj.get(wrapper), Mapping):
+            obj = obj[wrapper]
+            break
+    sd = {k[len('module.'):] if k.startswith('module.') else k: v
+          for k, v in obj.items()}
+    if prefix is None and any(k.startswith('backbone.') for k in sd):
+        prefix = 'backbone.'
+    if prefix:
+        sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+        if not sd:
+            raise CheckpointError(f'no key starts with prefix {prefix!r}')
+    bad = [k for k, v in sd.items() if not isinstance(v, torch.Tensor)]
+    if bad or not sd:
+        raise CheckpointError(
+            'checkpoint holds no state dict of tensors'
+            + (f' (non-tensor entries: {bad[:_MAX_LISTED]})' if bad else ''))
+    return sd
+
+
+def _listing(keys: Sequence[str]) -> str:
+    keys = list(keys)
+    more = f' ... (+{len(keys) - _MAX_LISTED} more)' if len(keys) > _MAX_LISTED else ''
+    return ', '.join(keys[:_MAX_LISTED]) + more
+
+
+@dataclass
+class LoadReport:
+    """What a checkpoint brought to a model, key by key."""
+
+    source_format: str
+    loaded: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    unexpected: list[str] = field(default_factory=list)
+    mismatched: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
+    dense_only: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.unexpected or self.mismatched)
+
+    def describe_problems(self) -> str:
+        parts = []
+        if self.missing:
+            parts.append(f'missing keys ({len(self.missing)}): {_listing(self.missing)}')
+        if self.unexpected:
+            parts.append(f'unexpected keys ({len(self.unexpected)}): '
+                         f'{_listing(self.unexpected)}')
+        if self.mismatched:
+            parts.append(f'mis-shaped keys ({len(self.mismatched)}): '
+                         f'{_listing(self.mismatched)}')
+        return '; '.join(parts)
+
+
+Adapter = Callable[[StateDict, StateDict, list], StateDict]
+
+
+@dataclass
+class FamilyConverter:
+    """How one backbone family's official checkpoints map onto our modules.
+
+    Args:
+        family: family name (``'pvtv2'``, ...).
+        keymap: official <-> ours key renaming.
+        classification_only: regexes of official keys the dense backbone
+            drops (classifier head, final norm).
+        dense_only: regexes of our keys no classification checkpoint has
+            (e.g. output norms); they keep their initialisation.
+        adapt: optional ``fn(sd, model_sd, notes) -> sd`` that changes values
+            to fit the model (e.g. zero-padding focal kernels), appending a
+            sentence to ``notes`` for everything it did.
+    """
+
+    family: str
+    keymap: KeyMap
+    classification_only: Sequence[str] = ()
+    dense_only: Sequence[str] = ()
+    adapt: Optional[Adapter] = None
+
+    def _matches(self, patterns: Sequence[str], key: str) -> bool:
+        return any(re.search(p, key) for p in patterns)
+
+    def official_to_ours(self, sd: Mapping[str, torch.Tensor]) -> StateDict:
+        """Rename an official state dict, dropping classification-only keys."""
+        return {self.keymap.to_ours(k): v for k, v in sd.items()
+                if not self._matches(self.classification_only, k)}
+
+    def ours_to_official(self, sd: Mapping[str, torch.Tensor]) -> StateDict:
+        return {self.keymap.to_official(k): v for k, v in sd.items()}
+
+    def match(self, sd: StateDict, model_sd: StateDict) -> tuple[StateDict, LoadReport]:
+        """Convert ``sd`` (official or ours) for a model and report the fit."""
+        as_official = self.official_to_ours(sd)
+        if len(as_official.keys() & model_sd.keys()) > len(sd.keys() & model_sd.keys()):
+            report = LoadReport(f'official {self.family}')
+            report.dropped = [k for k in sd if self._matches(self.classification_only, k)]
+            sd = as_official
+        else:
+            report = LoadReport('vattn-mm')
+        if self.adapt is not None:
+            sd = self.adapt(sd, model_sd, report.notes)
+        for key, target in model_sd.items():
+            if key not in sd:
+                bucket = report.dense_only if self._matches(self.dense_only, key) \
+                    else report.missing
+                bucket.append(key)
+            elif sd[key].shape != target.shape:
+                report.mismatched.append(
+                    f'{key} (checkpoint {tuple(sd[key].shape)} vs model '
+                    f'{tuple(target.shape)})')
+            else:
+                report.loaded.append(key)
+        report.unexpected = [k for k in sd if k not in model_sd]
+        return sd, report
+
+
+def load_pretrained(model: nn.Module, path: str, converter: FamilyConverter,
+                    prefix: Optional[str] = None, logger=None) -> LoadReport:
+    """Load ``path`` into ``model`` with every backbone weight matched.
+
+    Raises:
+        CheckpointMismatchError: naming the missing / unexpected / mis-shaped
+            keys when the checkpoint does not fit.
+    """
+    sd = extract_state_dict(read_checkpoint(path), prefix)
+    model_sd = model.state_dict()
+    sd, report = converter.match(sd, model_sd)
+    if not report.ok:
+        raise CheckpointMismatchError(
+            f'{path!r} does not fit {type(model).__name__} '
+            f'({getattr(model, "arch_name", "custom arch")}; read as '
+            f'{report.source_format} checkpoint): {report.describe_problems()}. '
+            'Check the arch and the checkpoint file.')
+    model.load_state_dict({k: sd[k] for k in report.loaded}, strict=False)
+    if logger is not None:
+        logger.info(
+            f'Loaded {len(report.loaded)} tensors from {path} '
+            f'({report.source_format} format) into {type(model).__name__}.'
+            + (f' Ignored classification-only keys: {_listing(report.dropped)}.'
+               if report.dropped else '')
+            + (f' Dense-only keys keep their initialisation: '
+               f'{_listing(report.dense_only)}.' if report.dense_only else ''))
+        for note in report.notes:
+            logger.info(note)
+    return report

@@ -1,0 +1,75 @@
+"""Spatial-reduction attention and the helpers other token mixers share."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from mmcv.cnn import build_norm_layer
+from mmengine.registry import MODELS
+from torch import nn
+
+from .patch_embed import Size, map_to_tokens, tokens_to_map
+
+
+def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
+    """(B, N, C) -> (B, heads, N, C // heads)."""
+    b, n, c = x.shape
+    return x.view(b, n, num_heads, c // num_heads).transpose(1, 2)
+
+
+def merge_heads(x: torch.Tensor) -> torch.Tensor:
+    """(B, heads, N, d) -> (B, N, heads * d)."""
+    b, h, n, d = x.shape
+    return x.transpose(1, 2).reshape(b, n, h * d)
+
+
+@MODELS.register_module()
+class SpatialReductionAttention(nn.Module):
+    """Multi-head attention whose keys and values come from a spatially
+    reduced copy of the map (PVT, arXiv:2102.12122; PVTv2, arXiv:2106.13797).
+
+    ``linear=False``: a ``sr_ratio`` x ``sr_ratio`` strided conv reduces the
+    map (none when ``sr_ratio == 1``).  ``linear=True`` ("linear SRA"): an
+    adaptive average pool to ``pool_size`` x ``pool_size``, a 1x1 conv and GELU,
+    so the cost is linear in the number of tokens.  Attention runs through
+    :func:`torch.nn.functional.scaled_dot_product_attention`.
+    """
+
+    def __init__(self, embed_dims: int, num_heads: int, sr_ratio: int = 1,
+                 linear: bool = False, pool_size: int = 7, qkv_bias: bool = True,
+                 attn_drop: float = 0., proj_drop: float = 0.,
+                 norm_cfg: dict = dict(type='LN', eps=1e-5)):
+        super().__init__()
+        if embed_dims % num_heads:
+            raise ValueError(f'embed_dims {embed_dims} is not divisible by '
+                             f'num_heads {num_heads}')
+        self.num_heads = num_heads
+        self.attn_drop = attn_drop
+        self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+        self.kv = nn.Linear(embed_dims, 2 * embed_dims, bias=qkv_bias)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+        if linear:
+            self.pool = nn.AdaptiveAvgPool2d(pool_size)
+            self.sr = nn.Conv2d(embed_dims, embed_dims, 1)
+            self.act = nn.GELU()
+        elif sr_ratio > 1:
+            self.pool = nn.Identity()
+            self.sr = nn.Conv2d(embed_dims, embed_dims, sr_ratio, sr_ratio)
+            self.act = nn.Identity()
+        self.reduces = linear or sr_ratio > 1
+        if self.reduces:
+            self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+
+    def reduce(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
+        """Tokens the keys and values are computed from."""
+        if not self.reduces:
+            return x
+        y, _ = map_to_tokens(self.sr(self.pool(tokens_to_map(x, hw))))
+        return self.act(self.norm(y))
+
+    def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
+        q = split_heads(self.q(x), self.num_heads)
+        k, v = split_heads(self.kv(self.reduce(x, hw)), 2 * self.num_heads).chunk(2, dim=1)
+        x = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.attn_drop if self.training else 0.)
+        return self.proj_drop(self.proj(merge_heads(x)))

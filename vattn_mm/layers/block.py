@@ -1,0 +1,52 @@
+"""Pre-norm residual block shared by the token-based backbones."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from mmcv.cnn import build_norm_layer
+from mmcv.cnn.bricks import DropPath
+from torch import nn
+
+from .patch_embed import Size
+
+
+class LayerScale(nn.Module):
+    """Learnable per-channel residual scaling (CaiT, arXiv:2103.17239)."""
+
+    def __init__(self, dims: int, init_value: float):
+        super().__init__()
+        self.weight = nn.Parameter(torch.full((dims, ), init_value))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.weight
+
+
+class TokenBlock(nn.Module):
+    """``x + drop_path(ls1(mixer(norm1(x)))) -> x + drop_path(ls2(ffn(norm2(x))))``.
+
+    ``mixer`` and ``ffn`` are called as ``module(tokens, (H, W))``.  A block
+    without a token mixer (``mixer=None``) is just the FFN half, as in the
+    early LITv2 stages.  ``layer_scale`` enables :class:`LayerScale`.
+    """
+
+    def __init__(self, embed_dims: int, mixer: Optional[nn.Module], ffn: nn.Module,
+                 drop_path: float = 0., norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 layer_scale: Optional[float] = None):
+        super().__init__()
+        if mixer is not None:
+            self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
+            self.attn = mixer
+        self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.ffn = ffn
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+        scaled = layer_scale is not None
+        self.ls1 = LayerScale(embed_dims, layer_scale) if scaled and mixer is not None \
+            else nn.Identity()
+        self.ls2 = LayerScale(embed_dims, layer_scale) if scaled else nn.Identity()
+        self.has_mixer = mixer is not None
+
+    def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
+        if self.has_mixer:
+            x = x + self.drop_path(self.ls1(self.attn(self.norm1(x), hw)))
+        return x + self.drop_path(self.ls2(self.ffn(self.norm2(x), hw)))

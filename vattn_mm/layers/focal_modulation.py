@@ -1,0 +1,134 @@
+"""Focal modulation (FocalNet: Focal Modulation Networks, Yang et al.,
+NeurIPS 2022, arXiv:2203.11926) and the small FocalNet-specific pieces around
+it: the padding patch embedding, the plain MLP and the post-norm block."""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+import torch.nn.functional as F
+from mmengine.registry import MODELS
+from torch import nn
+
+from .block import TokenBlock
+from .patch_embed import OverlapPatchEmbed, Size, map_to_tokens, tokens_to_map
+
+
+@MODELS.register_module()
+class FocalModulation(nn.Module):
+    """Focal modulation: ``proj(q * h(sum_l gate_l * ctx_l))``.
+
+    One linear ``f`` gives the query ``q``, the context ``ctx`` and
+    ``L + 1`` gates (raw, no sigmoid).  The context passes ``L`` stacked
+    bias-free depthwise convolutions with GELU (kernel ``focal_window +
+    focal_factor * l``, zero padding ``k // 2``); each level's output, plus
+    the GELU of its global average (the ``L + 1``-th level), is weighted by
+    its gate and summed.  The sum is mixed by the 1x1 conv ``h`` into the
+    modulator that multiplies ``q``; ``proj`` maps the result back.
+
+    Args:
+        embed_dims: token channels ``C``.
+        focal_level: number of depthwise context levels ``L``.
+        focal_window: kernel size of the first level (odd).
+        focal_factor: kernel growth per level (even, so kernels stay odd).
+        normalize_modulator: divide the gated sum by ``L + 1``
+            (FocalNet-L fl4).
+        use_postln_in_modulation: LayerNorm (eps 1e-5) before ``proj``
+            (FocalNet-H).
+        proj_drop: dropout after ``proj``.
+
+    Cost: linear in the number of tokens (depthwise convs, no attention).
+    """
+
+    def __init__(self, embed_dims: int, focal_level: int, focal_window: int,
+                 focal_factor: int = 2, normalize_modulator: bool = False,
+                 use_postln_in_modulation: bool = False, proj_drop: float = 0.):
+        super().__init__()
+        if focal_level < 1:
+            raise ValueError(f'FocalModulation: focal_level must be >= 1, got {focal_level}')
+        kernels = [focal_window + focal_factor * level for level in range(focal_level)]
+        if any(k < 1 or k % 2 == 0 for k in kernels):
+            raise ValueError(f'FocalModulation: focal kernels {kernels} (focal_window '
+                             f'{focal_window} + {focal_factor} * level) must be odd and '
+                             'positive so that "same" padding keeps the map size')
+        self.focal_level = focal_level
+        self.normalize_modulator = normalize_modulator
+        self.f = nn.Linear(embed_dims, 2 * embed_dims + focal_level + 1)
+        self.focal_layers = nn.ModuleList(
+            nn.Conv2d(embed_dims, embed_dims, k, padding=k // 2, groups=embed_dims, bias=False)
+            for k in kernels)
+        self.act = nn.GELU()
+        self.h = nn.Conv2d(embed_dims, embed_dims, 1)
+        self.ln = nn.LayerNorm(embed_dims) if use_postln_in_modulation else nn.Identity()
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    @property
+    def kernel_sizes(self) -> list[int]:
+        return [conv.kernel_size[0] for conv in self.focal_layers]
+
+    def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
+        c = x.shape[-1]
+        q, ctx, gates = tokens_to_map(self.f(x), hw).split(
+            (c, c, self.focal_level + 1), dim=1)
+        ctx_all = 0
+        for level, conv in enumerate(self.focal_layers):
+            ctx = self.act(conv(ctx))
+            ctx_all = ctx_all + ctx * gates[:, level:level + 1]
+        ctx_global = self.act(ctx.mean((2, 3), keepdim=True))
+        ctx_all = ctx_all + ctx_global * gates[:, self.focal_level:]
+        if self.normalize_modulator:
+            ctx_all = ctx_all / (self.focal_level + 1)
+        out, _ = map_to_tokens(q * self.h(ctx_all))
+        return self.proj_drop(self.proj(self.ln(out)))
+
+
+class TokenMLP(nn.Module):
+    """``fc1 -> GELU -> dropout -> fc2 -> dropout`` over tokens, called as
+    ``mlp(tokens, hw)`` like the other FFNs (``hw`` unused)."""
+
+    def __init__(self, embed_dims: int, hidden_dims: int, drop: float = 0.):
+        super().__init__()
+        self.fc1 = nn.Linear(embed_dims, hidden_dims)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(hidden_dims, embed_dims)
+        self.drop = nn.Dropout(drop)
+
+    def forward(self, x: torch.Tensor, hw: Optional[Size] = None) -> torch.Tensor:
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+
+class PostNormTokenBlock(TokenBlock):
+    """Post-norm variant of :class:`TokenBlock` (FocalNet-L/XL/H
+    ``use_postln``): ``x + drop_path(ls1(norm1(mixer(x))))``, then
+    ``x + drop_path(ls2(norm2(ffn(x))))``.  Same parameters and names."""
+
+    def __init__(self, embed_dims: int, mixer: nn.Module, ffn: nn.Module, **kwargs):
+        if mixer is None:
+            raise ValueError('PostNormTokenBlock needs a token mixer')
+        super().__init__(embed_dims, mixer, ffn, **kwargs)
+
+    def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
+        x = x + self.drop_path(self.ls1(self.norm1(self.attn(x, hw))))
+        return x + self.drop_path(self.ls2(self.norm2(self.ffn(x, hw))))
+
+
+class PaddedPatchEmbed(OverlapPatchEmbed):
+    """:class:`OverlapPatchEmbed` that first zero-pads the input right / bottom
+    to a multiple of ``pad_to`` (the FocalNet / Swin dense patch embedding),
+    so a side ``s`` gives ``ceil(s / stride)`` tokens for the non-overlapping
+    and the 7x7-s4-p3 / 3x3-s2-p1 convolutional embeddings alike."""
+
+    def __init__(self, in_channels: int, embed_dims: int, kernel_size: int, stride: int,
+                 padding: int = 0, pad_to: Optional[int] = None,
+                 norm_cfg: Optional[dict] = dict(type='LN', eps=1e-5)):
+        super().__init__(in_channels, embed_dims, kernel_size, stride, padding, norm_cfg)
+        self.pad_to = stride if pad_to is None else pad_to
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
+        h, w = x.shape[-2:]
+        pad_h, pad_w = -h % self.pad_to, -w % self.pad_to
+        if pad_h or pad_w:
+            x = F.pad(x, (0, pad_w, 0, pad_h))
+        return super().forward(x)
+

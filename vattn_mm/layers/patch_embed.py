@@ -1,0 +1,84 @@
+"""Patch embeddings and convolutional stems that turn an image (or a feature
+map) into a token sequence plus its spatial size."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+from mmcv.cnn import build_activation_layer, build_norm_layer
+from mmengine.registry import MODELS
+from torch import nn
+
+Size = tuple[int, int]
+
+
+def tokens_to_map(x: torch.Tensor, hw: Size) -> torch.Tensor:
+    """(B, N, C) tokens -> (B, C, H, W) map."""
+    return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], *hw)
+
+
+def map_to_tokens(x: torch.Tensor) -> tuple[torch.Tensor, Size]:
+    """(B, C, H, W) map -> (B, N, C) tokens and (H, W)."""
+    return x.flatten(2).transpose(1, 2), (x.shape[2], x.shape[3])
+
+
+@MODELS.register_module()
+class OverlapPatchEmbed(nn.Module):
+    """Strided convolution with overlapping windows, then a norm over channels
+    (PVTv2, Wang et al. 2022, arXiv:2106.13797).
+
+    The output size is read from the convolution, so any input size works:
+    ``H_out = floor((H + 2 * padding - kernel_size) / stride) + 1``.
+    """
+
+    def __init__(self, in_channels: int, embed_dims: int, kernel_size: int,
+                 stride: int, padding: Optional[int] = None,
+                 norm_cfg: Optional[dict] = dict(type='LN', eps=1e-5)):
+        super().__init__()
+        padding = kernel_size // 2 if padding is None else padding
+        self.proj = nn.Conv2d(in_channels, embed_dims, kernel_size, stride, padding)
+        self.norm = build_norm_layer(norm_cfg, embed_dims)[1] if norm_cfg else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
+        x, hw = map_to_tokens(self.proj(x))
+        return self.norm(x), hw
+
+
+@MODELS.register_module()
+class ConvStem(nn.Module):
+    """Stack of 3x3 conv-norm-act layers followed by a 1x1 projection
+    ("Early Convolutions Help Transformers See Better", Xiao et al. 2021,
+    arXiv:2106.14881).  Drop-in replacement for a first-stage patch embedding.
+
+    Args:
+        in_channels: image channels.
+        embed_dims: output channels.
+        hidden_dims: channels of the 3x3 layers.
+        strides: stride of each 3x3 layer (their product is the stem stride).
+        norm_cfg / act_cfg: norm and activation after each 3x3 conv.
+        out_norm_cfg: norm over the output tokens (None for none).
+    """
+
+    def __init__(self, in_channels: int, embed_dims: int,
+                 hidden_dims: Sequence[int] = (48, 96),
+                 strides: Sequence[int] = (2, 2),
+                 norm_cfg: dict = dict(type='BN'),
+                 act_cfg: dict = dict(type='ReLU'),
+                 out_norm_cfg: Optional[dict] = dict(type='LN', eps=1e-5)):
+        super().__init__()
+        if len(hidden_dims) != len(strides):
+            raise ValueError(f'ConvStem: {len(hidden_dims)} hidden_dims but '
+                             f'{len(strides)} strides')
+        layers, channels = [], in_channels
+        for dims, stride in zip(hidden_dims, strides):
+            layers += [nn.Conv2d(channels, dims, 3, stride, 1, bias=False),
+                       build_norm_layer(norm_cfg, dims)[1],
+                       build_activation_layer(act_cfg)]
+            channels = dims
+        layers.append(nn.Conv2d(channels, embed_dims, 1))
+        self.convs = nn.Sequential(*layers)
+        self.norm = build_norm_layer(out_norm_cfg, embed_dims)[1] if out_norm_cfg else nn.Identity()
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
+        x, hw = map_to_tokens(self.convs(x))
+        return self.norm(x), hw

@@ -1,0 +1,104 @@
+"""Pyramid-pooling attention (P2T: Pyramid Pooling Transformer for Scene
+Understanding, Wu et al., TPAMI 2022, arXiv:2106.12011)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from mmcv.cnn import build_norm_layer
+from mmengine.registry import MODELS
+from torch import nn
+
+from .attention import merge_heads, split_heads
+from .block import TokenBlock
+from .patch_embed import Size, tokens_to_map
+
+
+def pooled_size(hw: Size, ratio: float) -> Size:
+    """Side lengths of the map pooled by ``ratio``: ``round(side / ratio)``
+    with Python's banker's rounding as in the official code, but at least 1.
+
+    The official code crashes when a side rounds to 0 (e.g. stage 4 of an
+    input of 64 px or less: ``round(2 / 4) == 0``); pooling to 1 there is the
+    limit the other ratios already reach (a global average), and every size
+    the official code accepts gives exactly its result.
+    """
+    return tuple(max(1, round(side / ratio)) for side in hw)
+
+
+def make_pool_convs(embed_dims: int, num_pools: int) -> nn.ModuleList:
+    """The depthwise 3x3 convs refining each pooled map (official
+    ``d_convs{s}``: one per pool ratio, shared by all blocks of a stage)."""
+    return nn.ModuleList(
+        nn.Conv2d(embed_dims, embed_dims, 3, padding=1, groups=embed_dims)
+        for _ in range(num_pools))
+
+
+@MODELS.register_module()
+class PyramidPoolingAttention(nn.Module):
+    """Multi-head attention whose keys and values come from a pyramid of
+    adaptive average poolings of the map.
+
+    For each ratio ``r`` the ``(H, W)`` map is pooled to
+    :func:`pooled_size` ``((H, W), r)``, refined as ``p + conv_r(p)`` by a
+    depthwise 3x3 conv; the pooled tokens of all ratios are concatenated in
+    ratio order, normalised and projected to keys and values.  Queries come
+    from every token; attention runs through
+    :func:`torch.nn.functional.scaled_dot_product_attention`, so the cost is
+    ``N x sum(pooled tokens)``, not ``N x N``.
+
+    The pooling convs belong to the stage (all its blocks share them) and
+    are passed to :meth:`forward`, so they are stored once.
+
+    Args:
+        embed_dims: token channels.
+        num_heads: attention heads (``embed_dims`` must be divisible by it).
+        pool_ratios: pooling ratios (map side / pooled side), in the order
+            of the ``pool_convs`` given to :meth:`forward`.
+        qkv_bias: bias on the query / key-value projections.
+        norm_cfg: norm over the pooled tokens.
+    """
+
+    def __init__(self, embed_dims: int, num_heads: int, pool_ratios: Sequence[float],
+                 qkv_bias: bool = True, norm_cfg: dict = dict(type='LN', eps=1e-5)):
+        super().__init__()
+        if embed_dims % num_heads:
+            raise ValueError(f'embed_dims {embed_dims} is not divisible by '
+                             f'num_heads {num_heads}')
+        if not pool_ratios or any(r <= 0 for r in pool_ratios):
+            raise ValueError(f'pool_ratios must be a non-empty list of positive '
+                             f'numbers, got {list(pool_ratios)}')
+        self.num_heads = num_heads
+        self.pool_ratios = tuple(pool_ratios)
+        self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
+        self.kv = nn.Linear(embed_dims, 2 * embed_dims, bias=qkv_bias)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+
+    def pool(self, x: torch.Tensor, hw: Size, pool_convs: nn.ModuleList) -> torch.Tensor:
+        """(B, N, C) tokens -> (B, sum of pooled tokens, C) normalised tokens."""
+        if len(pool_convs) != len(self.pool_ratios):
+            raise ValueError(f'{len(pool_convs)} pooling convs for '
+                             f'{len(self.pool_ratios)} pool ratios')
+        x = tokens_to_map(x, hw)
+        pools = []
+        for ratio, conv in zip(self.pool_ratios, pool_convs):
+            p = F.adaptive_avg_pool2d(x, pooled_size(hw, ratio))
+            pools.append((p + conv(p)).flatten(2))
+        return self.norm(torch.cat(pools, dim=2).transpose(1, 2))
+
+    def forward(self, x: torch.Tensor, hw: Size, pool_convs: nn.ModuleList) -> torch.Tensor:
+        q = split_heads(self.q(x), self.num_heads)
+        k, v = split_heads(self.kv(self.pool(x, hw, pool_convs)),
+                           2 * self.num_heads).chunk(2, dim=1)
+        return self.proj(merge_heads(F.scaled_dot_product_attention(q, k, v)))
+
+
+class PoolingBlock(TokenBlock):
+    """:class:`TokenBlock` whose mixer also receives the stage's pooling convs:
+    ``block(tokens, (H, W), pool_convs)``."""
+
+    def forward(self, x: torch.Tensor, hw: Size, pool_convs: nn.ModuleList) -> torch.Tensor:
+        x = x + self.drop_path(self.ls1(self.attn(self.norm1(x), hw, pool_convs)))
+        return x + self.drop_path(self.ls2(self.ffn(self.norm2(x), hw)))

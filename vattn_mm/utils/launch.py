@@ -1,0 +1,86 @@
+"""Config preparation shared by ``tools/train.py`` and ``tools/test.py``: one
+set of tools for mmdet, mmseg and mmpretrain configs, on GPU or CPU."""
+from __future__ import annotations
+
+import os
+import os.path as osp
+from typing import Any, Optional
+
+import torch
+import torch.distributed as dist
+from mmengine.config import Config, ConfigDict
+from mmengine.logging import print_log
+
+
+def load_config(path: str, cfg_options: Optional[dict] = None,
+                work_dir: Optional[str] = None, launcher: str = 'none') -> Config:
+    """Read ``path``, apply ``--cfg-options`` and set the work dir
+    (default ``work_dirs/<config name>``) and the launcher."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'config file not found: {path}')
+    cfg = Config.fromfile(path)
+    if cfg_options:
+        cfg.merge_from_dict(cfg_options)
+    if work_dir is not None:
+        cfg.work_dir = work_dir
+    elif cfg.get('work_dir') is None:
+        cfg.work_dir = osp.join('work_dirs', osp.splitext(osp.basename(path))[0])
+    cfg.launcher = launcher
+    return cfg
+
+
+def _replace_sync_bn(node: Any) -> int:
+    """SyncBN -> BN in a config tree (SyncBatchNorm has no CPU kernel)."""
+    count = 0
+    if isinstance(node, dict):
+        if node.get('type') == 'SyncBN':
+            node['type'] = 'BN'
+            count += 1
+        for value in node.values():
+            count += _replace_sync_bn(value)
+    elif isinstance(node, (list, tuple)):
+        for value in node:
+            count += _replace_sync_bn(value)
+    return count
+
+
+def setup_distributed(cfg: Config) -> None:
+    """Initialise the process group and the DDP wrapper for ``cfg.launcher``.
+
+    On GPU nodes MMEngine's defaults (NCCL, one device per process) are kept.
+    Without a GPU the backend is gloo, DDP wraps the CPU model without device
+    ids, and SyncBN (CUDA only) becomes BN, said in the log.
+    """
+    if cfg.launcher == 'none' or torch.cuda.is_available():
+        return
+    cfg.env_cfg = ConfigDict(cfg.get('env_cfg', {}))
+    cfg.env_cfg.dist_cfg = dict(backend='gloo')
+    if not dist.is_initialized():
+        if 'RANK' not in os.environ:
+            raise RuntimeError(f'--launcher {cfg.launcher} needs the torchrun environment '
+                               '(RANK, WORLD_SIZE, MASTER_ADDR, ...): use tools/dist_train.sh')
+        dist.init_process_group(backend='gloo')
+    cfg.model_wrapper_cfg = dict(
+        type='MMDistributedDataParallel', device_ids=None, broadcast_buffers=False,
+        find_unused_parameters=cfg.get('find_unused_parameters', False))
+    replaced = _replace_sync_bn(cfg.model)
+    if replaced:
+        print_log(f'CPU distributed run: {replaced} SyncBN layer config(s) use BN instead '
+                  '(SyncBatchNorm needs CUDA); statistics are per process.', logger='current')
+
+
+def enable_visualization(cfg: Config, show_dir: str) -> None:
+    """Save visualised predictions under ``<work_dir>/<timestamp>/<show_dir>``
+    (mmdet / mmpretrain hooks) or ``<show_dir>`` (mmseg's visualizer)."""
+    hooks = cfg.get('default_hooks', {})
+    hook = hooks.get('visualization')
+    if hook is None:
+        raise ValueError('--show-dir needs a `visualization` hook in default_hooks')
+    hook['interval'] = 1
+    if hook.get('type') == 'VisualizationHook':  # mmpretrain
+        hook.update(enable=True, out_dir=show_dir)
+    elif hook.get('type') == 'SegVisualizationHook':
+        hook['draw'] = True
+        cfg.visualizer['save_dir'] = show_dir
+    else:  # mmdet
+        hook.update(draw=True, test_out_dir=show_dir)
