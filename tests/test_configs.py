@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from mmengine.config import Config
+from mmengine.config import Config, ConfigDict
 from mmengine.registry import DefaultScope, init_default_scope
 from mmengine.structures import PixelData
 
@@ -28,13 +28,18 @@ def _det_batch(num_classes: int, with_mask: bool):
                           num_classes=num_classes, with_mask=with_mask)
 
 
-def _seg_batch(num_classes: int):
+def _seg_batch(num_classes: int, batch_size: int = 2):
+    """Two images: UperNet's pyramid pooling has BatchNorm over 1x1 maps."""
     from mmseg.structures import SegDataSample
-    sample = SegDataSample(metainfo=dict(img_shape=(128, 160), ori_shape=(128, 160),
-                                         pad_shape=(128, 160)))
-    sample.gt_sem_seg = PixelData(data=torch.randint(0, num_classes, (1, 128, 160)))
-    return dict(inputs=[torch.randint(0, 255, (3, 128, 160), dtype=torch.uint8)],
-                data_samples=[sample])
+    samples = []
+    for _ in range(batch_size):
+        sample = SegDataSample(metainfo=dict(img_shape=(128, 160), ori_shape=(128, 160),
+                                             pad_shape=(128, 160)))
+        sample.gt_sem_seg = PixelData(data=torch.randint(0, num_classes, (1, 128, 160)))
+        samples.append(sample)
+    return dict(inputs=[torch.randint(0, 255, (3, 128, 160), dtype=torch.uint8)
+                        for _ in range(batch_size)],
+                data_samples=samples)
 
 
 def _cls_batch(num_classes: int):
@@ -54,7 +59,7 @@ def test_config_builds_and_trains_one_step(path):
         model_cfg = _strip_pretrained(cfg.model.to_dict())
         if 'data_preprocessor' in model_cfg and 'size' in model_cfg['data_preprocessor']:
             model_cfg['data_preprocessor']['size'] = (128, 160)
-        model = MODELS.build(model_cfg)
+        model = MODELS.build(ConfigDict(model_cfg))
         model.init_weights()
         model.train()
         if scope == 'mmdet':

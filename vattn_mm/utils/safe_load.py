@@ -33,6 +33,19 @@ def openmmlab_safe_globals() -> list:
     return [HistoryBuffer, argparse.Namespace, *_numpy_globals()]
 
 
+def _history_buffer_state(self) -> dict:
+    """``HistoryBuffer.__getstate__`` without the statistics methods.
+
+    mmengine pickles them as ``getattr(HistoryBuffer, 'min')`` etc., which a
+    weights-only load must refuse (``getattr`` would open every allowed object);
+    they are class-level registrations that ``__setstate__`` restores anyway.
+    """
+    return {k: v for k, v in self.__dict__.items() if k != 'statistics_methods'}
+
+
 def allow_openmmlab_checkpoints() -> None:
-    """Add :func:`openmmlab_safe_globals` to torch's weights-only allow-list."""
+    """Add :func:`openmmlab_safe_globals` to torch's weights-only allow-list
+    and make mmengine write message hubs that load under it."""
+    from mmengine.logging import HistoryBuffer
+    HistoryBuffer.__getstate__ = _history_buffer_state
     torch.serialization.add_safe_globals(openmmlab_safe_globals())
