@@ -1,0 +1,5 @@
+_base_ = './litv2_s_maskrcnn_coco.py'
+pretrained = 'checkpoints/litv2_m.pth'
+model = dict(
+    backbone=dict(arch='m', drop_path_rate=0.2, init_cfg=dict(checkpoint=pretrained)),
+    neck=dict(in_channels=[96, 192, 384, 768]))

@@ -1,0 +1,28 @@
+# RetinaNet + LITv2-S, COCO 1x single-scale (LITv2 paper / official
+# detection/configs/litv2/retinanet_litv2_s_fpn_1x_coco.py: AdamW lr 1e-4 wd 1e-4,
+# 12 epochs, steps at 8 and 11, 1333x800, 8 GPUs x 2 images, drop_path_rate 0.2,
+# trained in mixed precision (add --amp to tools/train.py for the same); unlike
+# its Mask R-CNN config, the official paramwise_cfg here has no custom_keys, so
+# norms keep their weight decay).
+_base_ = [
+    'mmdet::_base_/models/retinanet_r50_fpn.py',
+    'mmdet::_base_/datasets/coco_detection.py',
+    'mmdet::_base_/schedules/schedule_1x.py',
+    'mmdet::_base_/default_runtime.py',
+]
+custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+
+pretrained = 'checkpoints/litv2_s.pth'  # official ImageNet release, as downloaded
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='LITv2',
+        arch='s',
+        drop_path_rate=0.2,
+        out_indices=(0, 1, 2, 3),
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
+    neck=dict(in_channels=[96, 192, 384, 768]))
+
+optim_wrapper = dict(
+    optimizer=dict(_delete_=True, type='AdamW', lr=1e-4, weight_decay=1e-4))
+auto_scale_lr = dict(enable=False, base_batch_size=16)

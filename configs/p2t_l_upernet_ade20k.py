@@ -1,0 +1,6 @@
+_base_ = './p2t_s_upernet_ade20k.py'
+pretrained = 'checkpoints/p2t_large.pth'
+model = dict(
+    backbone=dict(arch='large', drop_path_rate=0.3, init_cfg=dict(checkpoint=pretrained)),
+    decode_head=dict(in_channels=[64, 128, 320, 640]),
+    auxiliary_head=dict(in_channels=320))

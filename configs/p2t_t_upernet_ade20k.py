@@ -1,0 +1,6 @@
+_base_ = './p2t_s_upernet_ade20k.py'
+pretrained = 'checkpoints/p2t_tiny.pth'
+model = dict(
+    backbone=dict(arch='tiny', drop_path_rate=0.1, init_cfg=dict(checkpoint=pretrained)),
+    decode_head=dict(in_channels=[48, 96, 240, 384]),
+    auxiliary_head=dict(in_channels=240))

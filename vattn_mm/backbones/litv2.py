@@ -1,0 +1,133 @@
+"""LITv2: Fast Vision Transformers with HiLo Attention
+(Pan et al., NeurIPS 2022, arXiv:2205.13213)."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Union
+
+import torch
+import torch.nn.functional as F
+from mmcv.cnn import build_norm_layer
+from mmengine.registry import MODELS
+from torch import nn
+
+from ..checkpoint import LITV2_CONVERTER
+from ..layers import (BiasedDeformConv2d, ConvFFN, DeformableTokenMerging,
+                      HiLoAttention, OverlapPatchEmbed, TokenBlock)
+from .base import PyramidBackbone, PyramidStage, drop_path_schedule
+
+_S = dict(embed_dim=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24],
+          alpha=0.9, local_ws=[0, 0, 2, 1])
+_LN = dict(type='LN', eps=1e-5)
+
+
+@MODELS.register_module()
+class LITv2(PyramidBackbone):
+    """LITv2 backbone: a ``patch_size`` x ``patch_size`` patch embedding, early
+    stages of attention-free ConvFFN blocks (``has_msa = 0``), later stages of
+    HiLo attention blocks, and deformable token merging (DTM: DCNv1 2x2 /
+    stride 2 + BatchNorm + GELU) between stages.
+
+    Outputs are each stage's tokens before merging, passed through fresh
+    LayerNorms (dense-only, not in the ImageNet checkpoints) except output 0,
+    as in the official mmdet backbone; the normalised outputs do not feed the
+    next stage.
+
+    Args:
+        arch: ``'s'``, ``'m'``, ``'b'`` or a dict with the official names
+            (``embed_dim``, ``depths``, ``num_heads``, ``alpha``, ``local_ws``
+            and optionally ``mlp_ratio`` (4), ``has_msa`` ([0, 0, 1, 1]),
+            ``qkv_bias`` (True), ``patch_size`` (4)).  Stage ``i`` has
+            ``embed_dim * 2**i`` channels.
+        in_channels: image channels.
+        drop_path_rate: stochastic depth, rising linearly over blocks.
+        norm_first_output: also normalise output 0, as the official mmseg
+            backbone does (its mmdet backbone does not).
+        merge_norm_cfg: norm of the token-merging layers (BN; SyncBN for
+            multi-GPU training).
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+            :class:`PyramidBackbone`.
+
+    Sizes: the image is zero-padded right / bottom to a multiple of
+    ``patch_size`` (side ``s`` -> ``ceil(s / 4)`` tokens), each merge floors
+    (``floor(s / 2)``), and HiLo pads / crops internally, so any side of at
+    least 29 px (4 stages) works, as in the official code.
+    """
+
+    arch_zoo = {
+        's': _S,
+        'm': dict(_S, depths=[2, 2, 18, 2]),
+        'b': dict(_S, embed_dim=128, depths=[2, 2, 18, 2], num_heads=[4, 8, 16, 32]),
+    }
+    arch_defaults = dict(mlp_ratio=4., has_msa=[0, 0, 1, 1], qkv_bias=True, patch_size=4)
+    # official dense constructor keys without effect in the official code either
+    arch_ignored = PyramidBackbone.arch_ignored | {
+        'window_size', 'attn_drop_rate', 'pretrain_img_size'}
+    per_stage_keys = ('num_heads', 'local_ws', 'has_msa')
+    converter = LITV2_CONVERTER
+    norm_feeds_next = False
+
+    def __init__(self, arch: Union[str, Mapping[str, Any]] = 's',
+                 in_channels: int = 3, drop_path_rate: float = 0.2,
+                 norm_first_output: bool = False,
+                 merge_norm_cfg: dict = dict(type='BN'), **kwargs):
+        super().__init__(arch, **kwargs)
+        a = self.arch
+        dims = [a['embed_dim'] * 2 ** i for i in range(self.num_stages)]
+        self._check_heads(dims)
+        dpr = drop_path_schedule(a['depths'], drop_path_rate)
+        stages = []
+        for i, depth in enumerate(a['depths']):
+            if i == 0:
+                patch_embed = OverlapPatchEmbed(in_channels, dims[0], a['patch_size'],
+                                                a['patch_size'], padding=0, norm_cfg=_LN)
+            else:
+                patch_embed = DeformableTokenMerging(dims[i - 1], dims[i],
+                                                     norm_cfg=merge_norm_cfg)
+            blocks = [
+                TokenBlock(
+                    dims[i],
+                    HiLoAttention(dims[i], a['num_heads'][i], a['local_ws'][i],
+                                  a['alpha'], a['qkv_bias']) if a['has_msa'][i] else None,
+                    ConvFFN(dims[i], int(dims[i] * a['mlp_ratio'])),
+                    drop_path=dpr[i][j], norm_cfg=_LN)
+                for j in range(depth)
+            ]
+            norm = build_norm_layer(_LN, dims[i])[1] if i or norm_first_output else None
+            stages.append(PyramidStage(patch_embed, blocks, norm))
+        self.stages = nn.ModuleList(stages)
+
+    def _check_heads(self, dims: list[int]) -> None:
+        a = self.arch
+        for i, dim in enumerate(dims):
+            if not a['has_msa'][i]:
+                continue
+            if a['local_ws'][i] < 1:
+                raise ValueError(f'LITv2: stage {i} has attention (has_msa=1) but '
+                                 f'local_ws {a["local_ws"][i]}; use 1 (global) or more')
+            if dim % a['num_heads'][i]:
+                raise ValueError(f'LITv2: stage {i} has {dim} channels, not divisible '
+                                 f'by num_heads {a["num_heads"][i]}')
+
+    @property
+    def min_input_size(self) -> int:
+        """Smallest image side: every merge needs a map of at least 2x2."""
+        return self.arch['patch_size'] * (2 ** (self.num_stages - 1) - 1) + 1
+
+    def init_weights(self) -> None:
+        super().init_weights()
+        cfgs = self.init_cfg if isinstance(self.init_cfg, list) else [self.init_cfg]
+        if not any(isinstance(c, Mapping) and c.get('type') == 'Pretrained' for c in cfgs):
+            # the generic conv init above must not leave random offsets
+            for m in self.modules():
+                if isinstance(m, BiasedDeformConv2d):
+                    m.init_offset()
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h, w = x.shape[-2:]
+        if min(h, w) < self.min_input_size:
+            raise ValueError(f'LITv2: input {h}x{w} is too small; each side needs at '
+                             f'least {self.min_input_size} px')
+        p = self.arch['patch_size']
+        if h % p or w % p:
+            x = F.pad(x, (0, -w % p, 0, -h % p))
+        return super().forward(x)
