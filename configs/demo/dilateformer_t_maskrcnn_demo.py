@@ -1,0 +1,16 @@
+# Mask R-CNN + DilateFormer on the embedded demo shapes (tools/make_demo_data.py):
+# the PVTv2-b0 demo with the backbone swapped; trains from scratch on the CPU.
+# The backbone is DilateFormer-T's layout (MSDA with dilations 1/2/3 in stages 1-2,
+# global attention in stages 3-4, conv stem) at demo scale: half the channels and
+# depths 1/1/2/1 (2.1M parameters instead of 16.7M), so it trains about as fast as
+# PVTv2-b0; arch='tiny' works too, about 4x slower.
+_base_ = './pvtv2_b0_maskrcnn_demo.py'
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='DilateFormer',
+        arch=dict(embed_dim=36, depths=[1, 1, 2, 1], num_heads=[3, 6, 6, 12]),
+        drop_path_rate=0.0,
+        out_norm_cfg=dict(type='LN', eps=1e-6),
+        init_cfg=None),
+    neck=dict(in_channels=[36, 72, 144, 288]))

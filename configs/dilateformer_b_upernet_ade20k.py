@@ -1,0 +1,6 @@
+_base_ = './dilateformer_s_upernet_ade20k.py'
+pretrained = 'checkpoints/dilateformer_base.pth'
+model = dict(
+    backbone=dict(arch='base', drop_path_rate=0.3, init_cfg=dict(checkpoint=pretrained)),
+    decode_head=dict(in_channels=[96, 192, 384, 768]),
+    auxiliary_head=dict(in_channels=384))

@@ -1,0 +1,277 @@
+import argparse
+
+import pytest
+import torch
+import torch.nn.functional as F
+from golden import (case_paths, check_released_keys, load_case, official_arch,
+                    run_golden_case, write_released, assert_outputs_match)
+from mmengine.registry import MODELS
+from torch import nn
+
+from vattn_mm.backbones import DilateFormer
+from vattn_mm.checkpoint import DILATEFORMER_CONVERTER, CheckpointMismatchError
+from vattn_mm.layers import MultiScaleDilatedAttention, dilated_local_attention
+
+MICRO = dict(embed_dim=12, depths=[1, 2, 1, 1], num_heads=[3, 6, 4, 8], mlp_ratio=2.)
+
+
+def build_from_case(rec, ckpt, **kwargs):
+    return DilateFormer(arch=official_arch(rec), drop_path_rate=0.,
+                        init_cfg=dict(type='Pretrained', checkpoint=ckpt), **kwargs)
+
+
+def unfold_msda(module: MultiScaleDilatedAttention, x: torch.Tensor, hw) -> torch.Tensor:
+    """The official formulation (``nn.Unfold`` copies of keys and values),
+    written independently of the layer under test."""
+    b, n, c = x.shape
+    h, w = hw
+    groups = len(module.dilation)
+    ks, hd = module.kernel_size, module.head_dims
+    heads = c // groups // hd
+    qkv = module.qkv(x.transpose(1, 2).reshape(b, c, h, w))
+    qkv = qkv.reshape(b, 3, groups, c // groups, h, w).permute(2, 1, 0, 3, 4, 5)
+    outs = []
+    for g, d in enumerate(module.dilation):
+        unfold = nn.Unfold(ks, d, d * (ks - 1) // 2, 1)
+        q, k, v = qkv[g]
+        q = q.reshape(b, heads, hd, 1, n).permute(0, 1, 4, 3, 2)
+        k = unfold(k).reshape(b, heads, hd, ks * ks, n).permute(0, 1, 4, 2, 3)
+        attn = ((q @ k) * module.scale).softmax(-1)
+        v = unfold(v).reshape(b, heads, hd, ks * ks, n).permute(0, 1, 4, 3, 2)
+        outs.append((attn @ v).transpose(1, 2).reshape(b, n, c // groups))
+    return module.proj(torch.cat(outs, -1))
+
+
+# ------------------------------------------------------------------ golden
+@pytest.mark.parametrize('path', case_paths('dilateformer'), ids=lambda p: p.stem)
+def test_golden(path, tmp_path):
+    run_golden_case(path, build_from_case, tmp_path)
+
+
+def test_golden_cases_present():
+    assert {p.stem for p in case_paths('dilateformer')} == {
+        'micro_b', 'micro_t', 'micro_t_odd100x150'}
+
+
+@pytest.mark.parametrize('arch', sorted(DilateFormer.arch_zoo))
+def test_released_key_lists(arch):
+    with torch.device('meta'):
+        model = DilateFormer(arch)
+    check_released_keys(f'dilateformer_{arch}', model, DILATEFORMER_CONVERTER)
+
+
+def test_deit_style_training_checkpoint(tmp_path):
+    """A DeiT-style file ({'model', 'model_ema', 'optimizer', ..., 'args':
+    argparse.Namespace}) loads with weights_only and uses 'model'."""
+    rec = load_case(case_paths('dilateformer')[1])
+    sd = rec['checkpoint']
+    path = tmp_path / 'checkpoint.pth'
+    torch.save({'model': sd, 'model_ema': {k: v + 1 for k, v in sd.items()},
+                'optimizer': {'state': {}, 'param_groups': [{'lr': 1e-3, 'params': [0]}]},
+                'epoch': 299, 'max_accuracy': 81.2,
+                'args': argparse.Namespace(model='dilateformer_tiny', drop_path=0.1)}, path)
+    model = build_from_case(rec, str(path)).eval()
+    model.init_weights()
+    with torch.no_grad():
+        assert_outputs_match(model(rec['input']), rec['outputs'])
+
+
+def test_dense_out_norms_are_dense_only(tmp_path):
+    rec = load_case(case_paths('dilateformer')[1])
+    model = build_from_case(rec, write_released(rec, tmp_path),
+                            out_norm_cfg=dict(type='LN', eps=1e-6)).eval()
+    model.init_weights()       # strict: the norms are reported dense-only, not missing
+    with torch.no_grad():
+        outs = model(rec['input'])
+    for out, ref, stage in zip(outs, rec['outputs'], model.stages):
+        assert torch.equal(stage.norm.weight, torch.ones_like(stage.norm.weight))
+        expected = F.layer_norm(ref.permute(0, 2, 3, 1), ref.shape[1:2], eps=1e-6)
+        torch.testing.assert_close(out, expected.permute(0, 3, 1, 2), rtol=1e-4, atol=1e-4)
+
+
+def test_wrong_checkpoint_raises_naming_keys(tmp_path):
+    rec = load_case(case_paths('dilateformer')[1])      # micro_t
+    path = write_released(rec, tmp_path)
+    arch = dict(official_arch(rec), dilate_attention=[True, False, False, False])
+    model = DilateFormer(arch, init_cfg=dict(type='Pretrained', checkpoint=path))
+    with pytest.raises(CheckpointMismatchError,
+                       match=r'mis-shaped keys.*stages\.1\.blocks\.0\.attn\.qkv\.weight'):
+        model.init_weights()
+    model = DilateFormer(dict(official_arch(rec), depths=[1, 2, 2, 1]),
+                         init_cfg=dict(type='Pretrained', checkpoint=path))
+    with pytest.raises(CheckpointMismatchError, match=r'missing keys.*stages\.2\.blocks\.1\.'):
+        model.init_weights()
+
+
+def test_key_conversion_roundtrip_and_detector_prefix(tmp_path):
+    model = DilateFormer(MICRO, out_norm_cfg=dict(type='LN', eps=1e-6))
+    model.init_weights()
+    sd = model.state_dict()
+    official = DILATEFORMER_CONVERTER.ours_to_official(sd)
+    assert 'patch_embed.proj.9.weight' in official
+    assert 'stages.0.downsample.proj.1.running_var' in official
+    assert 'stages.2.downsample.proj.0.bias' in official
+    assert DILATEFORMER_CONVERTER.official_to_ours(official).keys() == sd.keys()
+    variant = DilateFormer(dict(MICRO, cpe_per_satge=True, merging_way='conv2_2'))
+    official = DILATEFORMER_CONVERTER.ours_to_official(variant.state_dict())
+    assert official['stages.0.downsample.pos_embed.weight'].shape == (24, 1, 3, 3)
+    assert official['stages.1.downsample.proj.0.weight'].shape == (48, 24, 2, 2)
+    torch.save({'state_dict': {'backbone.' + k: v for k, v in sd.items()}, 'meta': {}},
+               tmp_path / 'det.pth')
+    clone = DilateFormer(MICRO, out_norm_cfg=dict(type='LN', eps=1e-6),
+                         init_cfg=dict(type='Pretrained', checkpoint=str(tmp_path / 'det.pth')))
+    clone.init_weights()
+    x = torch.randn(1, 3, 64, 96)
+    model.eval(), clone.eval()
+    for a, b in zip(model(x), clone(x)):
+        assert torch.equal(a, b)
+
+
+# ------------------------------------------------------------ contract
+def test_registry_scopes():
+    from mmdet.registry import MODELS as DET
+    from mmpretrain.registry import MODELS as CLS
+    from mmseg.registry import MODELS as SEG
+    for registry in (MODELS, DET, SEG, CLS):
+        model = registry.build(dict(type='DilateFormer', arch=MICRO, out_indices=(3, )))
+        assert isinstance(model, DilateFormer)
+
+
+def test_arch_zoo_sizes():
+    with torch.device('meta'):
+        numel = {a: sum(p.numel() for p in DilateFormer(a).parameters())
+                 for a in DilateFormer.arch_zoo}
+    # released totals minus the classifier (head + final norm)
+    assert numel == {'tiny': 17238744 - 577000 - 2 * 576,
+                     'small': 24057504 - 577000 - 2 * 576,
+                     'base': 47432376 - 769000 - 2 * 768}
+
+
+def test_bad_arch_and_args():
+    with pytest.raises(ValueError, match="unknown arch 'huge'"):
+        DilateFormer('huge')
+    with pytest.raises(ValueError, match='missing keys'):
+        DilateFormer(dict(embed_dim=12))
+    with pytest.raises(ValueError, match=r"unknown keys \['foo'\]"):
+        DilateFormer(dict(MICRO, foo=1))
+    with pytest.raises(ValueError, match='heads by the 3 dilations'):
+        DilateFormer(dict(MICRO, num_heads=[2, 6, 4, 8]))
+    with pytest.raises(ValueError, match='kernel_size must be odd'):
+        DilateFormer(dict(MICRO, kernel_size=4))
+    with pytest.raises(ValueError, match='downsampling after every stage'):
+        DilateFormer(dict(MICRO, downsamples=[True, False, True, False]))
+    with pytest.raises(ValueError, match='patch_way'):
+        DilateFormer(dict(MICRO, patch_way='pointconv'))
+    with pytest.raises(ValueError, match=r"arch\['num_heads'\] has 3 entries"):
+        DilateFormer(dict(MICRO, num_heads=[3, 6, 4]))
+    with pytest.raises(ValueError, match='out_indices'):
+        DilateFormer(MICRO, out_indices=(4, ))
+
+
+@pytest.mark.parametrize('size', [(64, 64), (100, 150), (33, 47), (5, 3)])
+def test_any_input_size(size):
+    model = DilateFormer(MICRO, out_indices=(0, 1, 2, 3)).eval()
+    with torch.no_grad():
+        outs = model(torch.randn(1, 3, *size))
+    h, w = size
+    for i, o in enumerate(outs):
+        for _ in range(2 if i == 0 else 1):
+            h, w = (h + 1) // 2, (w + 1) // 2
+        assert o.shape == (1, 12 * 2 ** i, h, w)
+
+
+def test_out_indices_frozen_stages_norm_eval():
+    model = DilateFormer(MICRO, out_indices=(1, 3), frozen_stages=2, norm_eval=True)
+    model.train()
+    assert not any(p.requires_grad for p in model.stages[:2].parameters())
+    assert all(p.requires_grad for p in model.stages[2:].parameters())
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert len(bns) == 6 and not any(m.training for m in bns)
+    outs = model(torch.randn(2, 3, 64, 64))
+    assert [tuple(o.shape) for o in outs] == [(2, 24, 8, 8), (2, 96, 2, 2)]
+
+
+def test_with_cp_same_gradients():
+    x = torch.randn(1, 3, 48, 64)
+    grads = []
+    for with_cp in (False, True):
+        torch.manual_seed(1)
+        model = DilateFormer(MICRO, with_cp=with_cp, drop_path_rate=0.)
+        model.init_weights()
+        model.train()
+        sum(o.square().mean() for o in model(x)).backward()
+        grads.append([p.grad for p in model.parameters()])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b)
+
+
+def test_gradients_reach_every_parameter_and_the_input():
+    model = DilateFormer(MICRO, out_norm_cfg=dict(type='LN'))
+    model.init_weights()
+    model.train()
+    x = torch.randn(2, 3, 37, 53, requires_grad=True)
+    sum(o.square().mean() for o in model(x)).backward()
+    for name, p in model.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, name
+    assert x.grad.abs().sum() > 0
+
+
+# --------------------------------------------------- dilated attention
+@pytest.mark.parametrize('hw,dilation,kernel_size', [
+    ((13, 17), (1, 2, 3), 3), ((7, 5), (1, 2, 3), 3), ((3, 8), (2, 4), 3),
+    ((1, 1), (1, 2, 3), 3), ((9, 11), (1, 3), 5), ((6, 4), (1, ), 7)])
+def test_msda_equals_unfold_reference(hw, dilation, kernel_size):
+    torch.manual_seed(0)
+    c = 24
+    module = MultiScaleDilatedAttention(c, num_heads=2 * len(dilation),
+                                        kernel_size=kernel_size, dilation=dilation)
+    module.double()
+    x = torch.randn(2, hw[0] * hw[1], c, dtype=torch.float64, requires_grad=True)
+    out = module(x, hw)
+    ref = unfold_msda(module, x, hw)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+    g = torch.randn_like(out)
+    params = [x, *module.parameters()]
+    ours = torch.autograd.grad((out * g).sum(), params)
+    theirs = torch.autograd.grad((ref * g).sum(), params)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_dilated_attention_borders_are_zero_padding_not_masking():
+    """A position in a corner sees 5 of its 9 samples outside the 2x2 map:
+    they take softmax mass with logit 0 and contribute value 0."""
+    q = torch.ones(1, 2, 2, 1, 1)
+    k = torch.zeros(1, 2, 2, 1, 1)
+    v = torch.ones(1, 2, 2, 1, 1)
+    out = dilated_local_attention(q, k, v, kernel_size=3, dilation=1, scale=1.)
+    torch.testing.assert_close(out, torch.full_like(out, 4 / 9))
+    with pytest.raises(ValueError, match='odd kernel_size'):
+        dilated_local_attention(q, k, v, kernel_size=2, dilation=1, scale=1.)
+
+
+def _saved_bytes(fn) -> int:
+    """Bytes of the distinct storages autograd keeps for backward."""
+    storages = {}
+
+    def pack(t):
+        storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        fn()
+    return sum(storages.values())
+
+
+def test_msda_keeps_no_unfolded_copies():
+    """Training memory: the per-offset formulation saves about q, k, v and
+    the input (~5 maps), the unfold one the k*k copies of k and v (~20)."""
+    torch.manual_seed(0)
+    c, hw = 48, (40, 48)
+    module = MultiScaleDilatedAttention(c, num_heads=3)
+    x = torch.randn(1, hw[0] * hw[1], c, requires_grad=True)
+    one_map = x.numel() * x.element_size()
+    ours = _saved_bytes(lambda: module(x, hw))
+    theirs = _saved_bytes(lambda: unfold_msda(module, x, hw))
+    assert ours < 6 * one_map, ours / one_map
+    assert theirs > 3 * ours, (theirs / one_map, ours / one_map)

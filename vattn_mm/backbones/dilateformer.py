@@ -1,0 +1,186 @@
+"""DilateFormer: Multi-Scale Dilated Transformer for Visual Recognition
+(Jiao et al., IEEE TMM 2023, arXiv:2302.01791).
+
+The official code (JIAOJIAYUASD/dilateformer, ``models/dilateformer.py``) is
+classification only; this is the first dense-prediction version.  Its outputs
+are the features of each stage before that stage's downsampling (the output of
+the stage's last block), optionally normalised for dense heads.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Union
+
+import torch
+from mmcv.cnn import build_norm_layer
+from mmengine.registry import MODELS
+from torch import nn
+
+from ..checkpoint import DILATEFORMER_CONVERTER
+from ..layers import (MLP, ConvStem, GlobalSelfAttention, MultiScaleDilatedAttention,
+                      TokenBlock, map_to_tokens, tokens_to_map)
+from ..layers.patch_embed import Size
+from .base import PyramidBackbone, PyramidStage, drop_path_schedule
+
+_MERGING_KERNELS = {'conv3_2': 3, 'conv2_2': 2}
+
+
+class DilateStem(ConvStem):
+    """The official "overlapping" stem (stride 4): three 3x3 conv-BN-GELU
+    layers with strides 1, 2, 1 and ``hidden_dims * (1, 2, 4)`` channels, then
+    a bias-free 3x3 stride-2 convolution, no output norm.
+
+    It is :class:`ConvStem` with a 3x3 stride-2 bias-free final projection
+    instead of the 1x1 one (same module indices as the official
+    ``patch_embed.proj``)."""
+
+    def __init__(self, in_channels: int, embed_dims: int, hidden_dims: int = 16):
+        hidden = (hidden_dims, 2 * hidden_dims, 4 * hidden_dims)
+        super().__init__(in_channels, embed_dims, hidden_dims=hidden, strides=(1, 2, 1),
+                         norm_cfg=dict(type='BN'), act_cfg=dict(type='GELU'),
+                         out_norm_cfg=None)
+        self.convs[-1] = nn.Conv2d(hidden[-1], embed_dims, 3, 2, 1, bias=False)
+
+
+class ConvDownsample(nn.Module):
+    """Stride-2 convolution (with bias) + BatchNorm on the map, optionally a
+    depthwise 3x3 positional conv (official ``PatchMerging``)."""
+
+    def __init__(self, in_channels: int, embed_dims: int, kernel_size: int = 3,
+                 cpe: bool = False, norm_cfg: dict = dict(type='BN')):
+        super().__init__()
+        self.proj = nn.Conv2d(in_channels, embed_dims, kernel_size, 2, (kernel_size - 1) // 2)
+        self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+        if cpe:
+            self.pos_embed = nn.Conv2d(embed_dims, embed_dims, 3, 1, 1, groups=embed_dims)
+        self.cpe = cpe
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
+        x = self.norm(self.proj(x))
+        if self.cpe:
+            x = x + self.pos_embed(x)
+        return map_to_tokens(x)
+
+
+class CPEBlock(TokenBlock):
+    """:class:`TokenBlock` preceded by a conditional positional encoding
+    ``x = x + dwconv3x3(x)`` (``cpe=True``)."""
+
+    def __init__(self, embed_dims: int, *args, cpe: bool = True, **kwargs):
+        super().__init__(embed_dims, *args, **kwargs)
+        if cpe:
+            self.pos_embed = nn.Conv2d(embed_dims, embed_dims, 3, 1, 1, groups=embed_dims)
+        self.cpe = cpe
+
+    def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
+        if self.cpe:
+            x = x + map_to_tokens(self.pos_embed(tokens_to_map(x, hw)))[0]
+        return super().forward(x, hw)
+
+
+@MODELS.register_module()
+class DilateFormer(PyramidBackbone):
+    """DilateFormer backbone: conv stem, stages of multi-scale dilated
+    attention (MSDA) blocks then global attention blocks, each block with a
+    depthwise-conv positional encoding; conv + BN downsampling between stages.
+
+    Args:
+        arch: ``'tiny'``, ``'small'``, ``'base'`` or a dict with the official
+            names (``embed_dim``, ``depths``, ``num_heads`` and optionally
+            ``kernel_size``, ``dilation``, ``mlp_ratio``, ``qkv_bias``,
+            ``qk_scale``, ``dilate_attention``, ``downsamples``,
+            ``merging_way``, ``patch_way``, ``cpe_per_block``,
+            ``cpe_per_satge`` (sic)).  Stage ``i`` has ``embed_dim * 2**i``
+            channels.
+        in_channels: image channels.
+        drop_path_rate: stochastic depth, rising linearly over blocks
+            (official ``drop_path``).
+        attn_drop_rate: dropout on attention weights (official ``attn_drop``).
+        out_norm_cfg: norm applied to each output, e.g.
+            ``dict(type='LN', eps=1e-6)`` for detection (dense-only weights:
+            no classification checkpoint has them; they start at 1 / 0).
+            ``None`` (default): raw block outputs, as the golden references.
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+            :class:`PyramidBackbone`.
+
+    Outputs are the features of each stage before its downsampling (the
+    official downsampling at the end of stage ``i`` is
+    ``stages[i + 1].patch_embed`` here).  Any input size works: the stem and
+    the ``'conv3_2'`` downsamplings halve with ceiling (100 -> 25 -> 13 -> 7
+    -> 4), ``'conv2_2'`` ones with floor, as in the official code.
+    """
+
+    arch_zoo = {
+        'tiny': dict(embed_dim=72, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24]),
+        'small': dict(embed_dim=72, depths=[3, 5, 8, 3], num_heads=[3, 6, 12, 24]),
+        'base': dict(embed_dim=96, depths=[4, 8, 10, 3], num_heads=[3, 6, 12, 24]),
+    }
+    arch_defaults = dict(
+        kernel_size=3, dilation=[1, 2, 3], mlp_ratio=4., qkv_bias=True, qk_scale=None,
+        dilate_attention=[True, True, False, False], downsamples=[True, True, True, False],
+        merging_way='conv3_2', patch_way='overlaping', cpe_per_block=True,
+        cpe_per_satge=False)
+    arch_ignored = PyramidBackbone.arch_ignored | {
+        'img_size', 'patch_size', 'in_chans', 'drop', 'attn_drop', 'drop_path'}
+    per_stage_keys = ('depths', 'num_heads', 'dilate_attention', 'downsamples')
+    converter = DILATEFORMER_CONVERTER
+    norm_feeds_next = False
+
+    def __init__(self, arch: Union[str, Mapping[str, Any]] = 'small',
+                 in_channels: int = 3, drop_path_rate: float = 0.1,
+                 attn_drop_rate: float = 0., out_norm_cfg: Optional[dict] = None,
+                 **kwargs):
+        super().__init__(arch, **kwargs)
+        a = self.arch
+        self._check_arch(a)
+        dims = [a['embed_dim'] * 2 ** i for i in range(self.num_stages)]
+        dpr = drop_path_schedule(a['depths'], drop_path_rate)
+        stages = []
+        for i, depth in enumerate(a['depths']):
+            if i == 0:
+                patch_embed = DilateStem(in_channels, dims[0])
+            else:
+                patch_embed = ConvDownsample(dims[i - 1], dims[i],
+                                             _MERGING_KERNELS[a['merging_way']],
+                                             cpe=a['cpe_per_satge'])
+            blocks = [
+                CPEBlock(dims[i], self._mixer(a, i, dims[i], attn_drop_rate),
+                         MLP(dims[i], int(dims[i] * a['mlp_ratio'])),
+                         drop_path=dpr[i][j], cpe=a['cpe_per_block'])
+                for j in range(depth)
+            ]
+            norm = build_norm_layer(out_norm_cfg, dims[i])[1] if out_norm_cfg else None
+            stages.append(PyramidStage(patch_embed, blocks, norm))
+        self.stages = nn.ModuleList(stages)
+
+    @staticmethod
+    def _mixer(a: dict, i: int, dims: int, attn_drop: float) -> nn.Module:
+        if a['dilate_attention'][i]:
+            return MultiScaleDilatedAttention(
+                dims, a['num_heads'][i], a['kernel_size'], a['dilation'],
+                qkv_bias=a['qkv_bias'], qk_scale=a['qk_scale'], attn_drop=attn_drop)
+        return GlobalSelfAttention(dims, a['num_heads'][i], qkv_bias=a['qkv_bias'],
+                                   qk_scale=a['qk_scale'], attn_drop=attn_drop)
+
+    def _check_arch(self, a: dict) -> None:
+        name = type(self).__name__
+        if a['patch_way'] != 'overlaping':
+            raise ValueError(f"{name}: only patch_way='overlaping' (the released stem) "
+                             f"is supported, got {a['patch_way']!r}")
+        if a['merging_way'] not in _MERGING_KERNELS:
+            raise ValueError(f'{name}: merging_way must be one of {sorted(_MERGING_KERNELS)}, '
+                             f"got {a['merging_way']!r}")
+        expected = [True] * (self.num_stages - 1) + [False]
+        if list(a['downsamples']) != expected:
+            raise ValueError(f'{name}: a pyramid needs a downsampling after every stage but '
+                             f"the last, i.e. downsamples={expected}; got {a['downsamples']}")
+        if a['kernel_size'] % 2 == 0:
+            raise ValueError(f"{name}: kernel_size must be odd, got {a['kernel_size']}")
+        for i, heads in enumerate(a['num_heads']):
+            dims = a['embed_dim'] * 2 ** i
+            groups = len(a['dilation']) if a['dilate_attention'][i] else 1
+            if dims % heads or heads % groups:
+                raise ValueError(
+                    f'{name}: stage {i} has {dims} channels and {heads} heads; channels '
+                    f'must be divisible by heads' + (
+                        f' and heads by the {groups} dilations {a["dilation"]}'
+                        if groups > 1 else ''))

@@ -1,0 +1,191 @@
+"""Multi-scale dilated attention (DilateFormer, Jiao et al., IEEE TMM 2023,
+arXiv:2302.01791), global multi-head self-attention and a plain MLP.
+
+The official model gathers every ``k x k`` neighbourhood with ``nn.Unfold``,
+i.e. it materialises ``k * k`` copies of the keys and of the values.  Here the
+neighbourhood is visited one offset at a time: for each of the ``k * k``
+offsets the overlapping part of the map is a pair of slicing *views* (no
+copy, no padding), so the extra memory is one attention map (``k * k`` logits
+per head and position) plus one product of the size of the queries.  Samples
+outside the map contribute the logit 0 and the value 0, exactly like the zero
+padding of the official ``nn.Unfold`` (they are not masked).
+"""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import torch
+import torch.nn.functional as F
+from mmcv.cnn import build_activation_layer
+from mmengine.registry import MODELS
+from torch import nn
+
+from .attention import merge_heads, split_heads
+from .patch_embed import Size
+
+
+def _overlap(size: int, shift: int) -> tuple[slice, slice]:
+    """Slices ``(dst, src)`` with ``src = dst + shift`` inside ``[0, size)``."""
+    lo, hi = max(0, -shift), min(size, size - shift)
+    return slice(lo, hi), slice(lo + shift, hi + shift)
+
+
+def dilated_local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                            kernel_size: int, dilation: int, scale: float,
+                            dropout_p: float = 0.,
+                            out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Attention of every position over its dilated ``k x k`` neighbourhood.
+
+    Args:
+        q, k, v: ``(B, H, W, heads, head_dim)`` (channels-last, any strides).
+        kernel_size: odd neighbourhood side ``k``.
+        dilation: spacing of the neighbourhood samples.
+        scale: logit scale (``head_dim ** -0.5`` in DilateFormer).
+        dropout_p: dropout on the attention weights.
+        out: optional ``(B, H, W, heads, head_dim)`` buffer (e.g. a view of a
+            larger output) that receives the result; a new one otherwise.
+
+    Returns:
+        ``out``: for position ``p``, ``sum_o softmax_o(scale * q_p . k_{p+o}) v_{p+o}``
+        over the offsets ``o`` with ``k_{p+o} = v_{p+o} = 0`` outside the map.
+    """
+    if kernel_size % 2 == 0:
+        raise ValueError(f'dilated attention needs an odd kernel_size, got {kernel_size}')
+    b, h, w, heads, _ = q.shape
+    radius = kernel_size // 2
+    shifts = [(i * dilation, j * dilation)
+              for i in range(-radius, radius + 1) for j in range(-radius, radius + 1)]
+    # (offset index, destination rows/cols, source rows/cols); offsets whose
+    # samples all fall outside the map keep the logit 0 and add nothing
+    windows = [(o, *_overlap(h, dy), *_overlap(w, dx)) for o, (dy, dx) in enumerate(shifts)]
+    windows = [win for win in windows if win[1].start < win[1].stop and win[3].start < win[3].stop]
+    logits = q.new_zeros(b, h, w, heads, len(shifts))
+    for o, ys, ys_src, xs, xs_src in windows:
+        logits[:, ys, xs, :, o] = (q[:, ys, xs] * k[:, ys_src, xs_src]).sum(-1)
+    attn = (logits * scale).softmax(dim=-1)
+    if dropout_p > 0:
+        attn = F.dropout(attn, dropout_p, training=True)
+    if out is None:
+        out = torch.zeros_like(q)
+    else:
+        out.zero_()
+    for o, ys, ys_src, xs, xs_src in windows:
+        out[:, ys, xs].addcmul_(attn[:, ys, xs, :, o, None], v[:, ys_src, xs_src])
+    return out
+
+
+@MODELS.register_module()
+class MultiScaleDilatedAttention(nn.Module):
+    """Multi-scale dilated attention (MSDA) of DilateFormer.
+
+    The heads are split into ``len(dilation)`` equal groups; group ``g``
+    attends over a ``kernel_size x kernel_size`` neighbourhood sampled with
+    dilation ``dilation[g]``.  ``qkv`` keeps the official 1x1-conv weight
+    (``[3C, C, 1, 1]``, channels ``q | k | v``, each ``g0 | g1 | ...``) and the
+    output channels are group-major, then ``proj``.  The queries, keys and
+    values of one group at a time are computed (a third of the ``qkv`` output
+    for three dilations), so the peak memory stays a small multiple of the map.
+
+    Args:
+        embed_dims: channels ``C``.
+        num_heads: heads, divisible by ``len(dilation)``.
+        kernel_size: odd neighbourhood side.
+        dilation: dilation of each head group.
+        qkv_bias: bias of the ``qkv`` projection.
+        qk_scale: logit scale (default ``head_dim ** -0.5``).
+        attn_drop / proj_drop: dropout on attention weights / output.
+    """
+
+    def __init__(self, embed_dims: int, num_heads: int, kernel_size: int = 3,
+                 dilation: Sequence[int] = (1, 2, 3), qkv_bias: bool = True,
+                 qk_scale: Optional[float] = None, attn_drop: float = 0.,
+                 proj_drop: float = 0.):
+        super().__init__()
+        groups = len(dilation)
+        if embed_dims % num_heads or num_heads % groups:
+            raise ValueError(
+                f'MultiScaleDilatedAttention: embed_dims {embed_dims} must be divisible '
+                f'by num_heads {num_heads}, and num_heads by the number of dilations '
+                f'{groups} ({list(dilation)})')
+        if kernel_size % 2 == 0:
+            raise ValueError(f'MultiScaleDilatedAttention: kernel_size must be odd, '
+                             f'got {kernel_size}')
+        self.num_heads = num_heads
+        self.head_dims = embed_dims // num_heads
+        self.kernel_size = kernel_size
+        self.dilation = tuple(dilation)
+        self.scale = qk_scale or self.head_dims ** -0.5
+        self.attn_drop = attn_drop
+        self.qkv = nn.Conv2d(embed_dims, 3 * embed_dims, 1, bias=qkv_bias)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
+        b, n, c = x.shape
+        if n != hw[0] * hw[1]:
+            raise ValueError(f'MultiScaleDilatedAttention: {n} tokens do not form a '
+                             f'{hw[0]}x{hw[1]} map')
+        x = x.reshape(b, *hw, c)
+        out = x.new_empty(b, *hw, c)
+        width = c // len(self.dilation)
+        for g in range(len(self.dilation)):
+            self._attend_group(x, g, out[..., g * width:(g + 1) * width])
+        return self.proj_drop(self.proj(out.view(b, n, c)))
+
+    def _attend_group(self, x: torch.Tensor, g: int, out: torch.Tensor) -> None:
+        """Queries, keys and values of head group ``g`` only (rows
+        ``t * C + g * width ...`` of ``qkv`` for ``t`` = q, k, v), attended into
+        ``out`` (B, H, W, width); they are freed when the group is done."""
+        c, width = x.shape[-1], out.shape[-1]
+        weight, bias = self.qkv.weight.flatten(1), self.qkv.bias
+        q, k, v = (
+            F.linear(x, weight[rows], None if bias is None else bias[rows])
+            .unflatten(-1, (-1, self.head_dims))
+            for rows in (slice(t * c + g * width, t * c + (g + 1) * width) for t in range(3)))
+        dilated_local_attention(
+            q, k, v, self.kernel_size, self.dilation[g], self.scale,
+            self.attn_drop if self.training else 0.,
+            out=out.unflatten(-1, (-1, self.head_dims)))
+
+
+@MODELS.register_module()
+class GlobalSelfAttention(nn.Module):
+    """Multi-head self-attention over all tokens with one ``qkv`` linear
+    (``[3C, C]``, channels ``q | k | v``) through
+    :func:`torch.nn.functional.scaled_dot_product_attention`."""
+
+    def __init__(self, embed_dims: int, num_heads: int, qkv_bias: bool = True,
+                 qk_scale: Optional[float] = None, attn_drop: float = 0.,
+                 proj_drop: float = 0.):
+        super().__init__()
+        if embed_dims % num_heads:
+            raise ValueError(f'GlobalSelfAttention: embed_dims {embed_dims} is not '
+                             f'divisible by num_heads {num_heads}')
+        self.num_heads = num_heads
+        self.scale = qk_scale
+        self.attn_drop = attn_drop
+        self.qkv = nn.Linear(embed_dims, 3 * embed_dims, bias=qkv_bias)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj_drop = nn.Dropout(proj_drop)
+
+    def forward(self, x: torch.Tensor, hw: Optional[Size] = None) -> torch.Tensor:
+        q, k, v = split_heads(self.qkv(x), 3 * self.num_heads).chunk(3, dim=1)
+        x = F.scaled_dot_product_attention(
+            q, k, v, dropout_p=self.attn_drop if self.training else 0., scale=self.scale)
+        return self.proj_drop(self.proj(merge_heads(x)))
+
+
+class MLP(nn.Module):
+    """``fc1 -> act -> drop -> fc2 -> drop`` over tokens (ViT-style FFN); the
+    spatial size argument of the block interface is ignored."""
+
+    def __init__(self, embed_dims: int, hidden_dims: int,
+                 act_cfg: dict = dict(type='GELU'), drop: float = 0.):
+        super().__init__()
+        self.fc1 = nn.Linear(embed_dims, hidden_dims)
+        self.act = build_activation_layer(act_cfg)
+        self.fc2 = nn.Linear(hidden_dims, embed_dims)
+        self.drop = nn.Dropout(drop)
+
+    def forward(self, x: torch.Tensor, hw: Optional[Size] = None) -> torch.Tensor:
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
