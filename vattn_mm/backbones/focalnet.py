@@ -84,8 +84,7 @@ class FocalNet(PyramidBackbone):
         mlp_ratio=4.0, focal_factor=2, use_conv_embed=False, use_layerscale=False,
         layerscale_value=1e-4, use_postln=False, use_postln_in_modulation=False,
         normalize_modulator=False, patch_size=4, patch_norm=True, conv_stem_padding=3)
-    arch_ignored = PyramidBackbone.arch_ignored | {
-        'use_checkpoint', 'pretrain_img_size', 'img_size', 'in_chans'}
+    arch_ignored = PyramidBackbone.arch_ignored | {'pretrain_img_size', 'img_size'}
     per_stage_keys = ('focal_levels', 'focal_windows')
     converter = FOCALNET_CONVERTER
     norm_feeds_next = False
@@ -140,17 +139,19 @@ class FocalNet(PyramidBackbone):
 
     def _patch_embed(self, i: int, in_channels: int, embed_dims: int) -> nn.Module:
         """Stem (``i == 0``) or the downsampling that ends official stage
-        ``i - 1``; pads to a multiple of its stride like the official det code."""
+        ``i - 1``; pads to a multiple of its patch size like the official det
+        code, then a non-overlapping patch conv or (``use_conv_embed``) a 7x7 s4
+        stem / 3x3 s2 p1 downsampling conv."""
         a = self.arch
-        stride = a['patch_size'] if i == 0 else 2
-        if a['use_conv_embed']:
-            kernel, padding = (7, a['conv_stem_padding']) if i == 0 else (3, 1)
-            stride = 4 if i == 0 else 2
+        patch = a['patch_size'] if i == 0 else 2
+        if not a['use_conv_embed']:
+            kernel, stride, padding = patch, patch, 0
+        elif i == 0:
+            kernel, stride, padding = 7, 4, a['conv_stem_padding']
         else:
-            kernel, padding = stride, 0
+            kernel, stride, padding = 3, 2, 1
         return PaddedPatchEmbed(
-            in_channels, embed_dims, kernel, stride, padding,
-            pad_to=a['patch_size'] if i == 0 else 2,
+            in_channels, embed_dims, kernel, stride, padding, pad_to=patch,
             norm_cfg=dict(type='LN', eps=1e-5) if a['patch_norm'] else None)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:

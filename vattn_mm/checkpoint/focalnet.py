@@ -30,7 +30,7 @@ _FOCAL_KERNEL = re.compile(r'\.attn\.focal_layers\.\d+\.weight$')
 
 def pad_focal_kernels(sd: StateDict, model_sd: StateDict, notes: list) -> StateDict:
     """Zero-pad focal kernels smaller than the model's at the centre."""
-    padded, sizes = 0, set()
+    padded, sizes = 0, set()  # sizes: ((kh, kw), (th, tw))
     out = dict(sd)
     for key, value in sd.items():
         target = model_sd.get(key)
@@ -43,11 +43,12 @@ def pad_focal_kernels(sd: StateDict, model_sd: StateDict, notes: list) -> StateD
             continue  # same size, or cannot be centred: left to the shape check
         out[key] = F.pad(value, (grow_w // 2, grow_w // 2, grow_h // 2, grow_h // 2))
         padded += 1
-        sizes.add(f'{kh}x{kw}->{th}x{tw}')
+        sizes.add(((kh, kw), (th, tw)))
     if padded:
+        listed = ', '.join(f'{a}x{b}->{c}x{d}' for (a, b), (c, d) in sorted(sizes))
         notes.append(
             f'FocalNet: zero-padded {padded} pretrained focal kernels at the centre to '
-            f"the model's larger focal windows ({', '.join(sorted(sizes))}), as the "
+            f"the model's larger focal windows ({listed}), as the "
             'official FocalNet detection loader does; the padded convolutions compute '
             'exactly the pretrained features.')
     return out

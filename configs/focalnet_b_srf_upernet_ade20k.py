@@ -1,0 +1,6 @@
+_base_ = './focalnet_t_srf_upernet_ade20k.py'
+pretrained = 'checkpoints/focalnet_base_srf.pth'
+model = dict(
+    backbone=dict(arch='base_srf', init_cfg=dict(checkpoint=pretrained)),
+    decode_head=dict(in_channels=[128, 256, 512, 1024]),
+    auxiliary_head=dict(in_channels=512))
