@@ -12,14 +12,27 @@ metainfo = dict(
     palette=[(220, 20, 60), (0, 130, 200), (60, 180, 75), (255, 200, 0)])
 image_size = (256, 256)
 
+# A lighter Mask R-CNN (128-channel FPN and heads, 128 sampled RoIs per image)
+# so that a CPU trains it in minutes; the architecture is otherwise upstream's.
+channels = 128
 model = dict(
     backbone=dict(
         _delete_=True, type='PVTv2', arch='b0', drop_path_rate=0.0, init_cfg=None),
-    neck=dict(in_channels=[32, 64, 160, 256]),
-    rpn_head=dict(anchor_generator=dict(scales=[4])),
+    neck=dict(in_channels=[32, 64, 160, 256], out_channels=channels),
+    rpn_head=dict(
+        in_channels=channels, feat_channels=channels,
+        anchor_generator=dict(scales=[4])),
     roi_head=dict(
-        bbox_head=dict(num_classes=4),
-        mask_head=dict(num_classes=4)),
+        bbox_roi_extractor=dict(out_channels=channels),
+        bbox_head=dict(in_channels=channels, fc_out_channels=256, num_classes=4),
+        mask_roi_extractor=dict(out_channels=channels),
+        mask_head=dict(
+            num_convs=2, in_channels=channels, conv_out_channels=channels,
+            num_classes=4)),
+    train_cfg=dict(
+        rpn=dict(sampler=dict(num=128)),
+        rpn_proposal=dict(nms_pre=1000, max_per_img=500),
+        rcnn=dict(sampler=dict(num=128))),
     test_cfg=dict(rpn=dict(nms_pre=300, max_per_img=300), rcnn=dict(max_per_img=20)))
 
 train_pipeline = [

@@ -195,13 +195,17 @@ class PyramidBackbone(BaseModule):
         return x
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Token pipeline shared by the PVT-style backbones; returns NCHW maps."""
+        """Token pipeline: patch embedding, blocks and norm per stage, up to
+        the last stage in ``out_indices``; returns NCHW maps."""
         outs = []
-        for i, stage in enumerate(self.stages):
+        for i, stage in enumerate(self.stages[:self.out_indices[-1] + 1]):
             tokens, hw = stage.patch_embed(x)
             tokens = self.run_blocks(stage.blocks, tokens, hw)
-            out = tokens_to_map(stage.norm(tokens), hw)
-            x = out if self.norm_feeds_next else tokens_to_map(tokens, hw)
+            if self.norm_feeds_next:
+                x = out = tokens_to_map(stage.norm(tokens), hw)
+            else:
+                x = tokens_to_map(tokens, hw)
+                out = tokens_to_map(stage.norm(tokens), hw) if i in self.out_indices else None
             if i in self.out_indices:
                 outs.append(out)
         return tuple(outs)

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Union
 
-import torch
 from mmcv.cnn import build_norm_layer
 from mmengine.registry import MODELS
 from torch import nn
 
 from ..checkpoint import FOCALNET_CONVERTER
-from ..layers import TokenBlock, tokens_to_map
-from ..layers.focal_modulation import (FocalModulation, PaddedPatchEmbed,
-                                       PostNormTokenBlock, TokenMLP)
+from ..layers import MLP, FocalModulation, OverlapPatchEmbed, TokenBlock
 from .base import PyramidBackbone, PyramidStage, drop_path_schedule
 
 _T = dict(embed_dim=96, depths=[2, 2, 6, 2])
@@ -96,20 +93,20 @@ class FocalNet(PyramidBackbone):
         dims = [a['embed_dim'] * 2 ** i for i in range(self.num_stages)]
         dpr = drop_path_schedule(a['depths'], drop_path_rate)
         norm_cfg = dict(type='LN', eps=1e-5)
-        block_cls = PostNormTokenBlock if a['use_postln'] else TokenBlock
         stages = []
         for i, depth in enumerate(a['depths']):
             blocks = [
-                block_cls(
+                TokenBlock(
                     dims[i],
                     FocalModulation(
                         dims[i], a['focal_levels'][i], a['focal_windows'][i],
                         focal_factor=a['focal_factor'],
                         normalize_modulator=a['normalize_modulator'],
                         use_postln_in_modulation=a['use_postln_in_modulation']),
-                    TokenMLP(dims[i], int(dims[i] * a['mlp_ratio'])),
+                    MLP(dims[i], int(dims[i] * a['mlp_ratio'])),
                     drop_path=dpr[i][j], norm_cfg=norm_cfg,
-                    layer_scale=a['layerscale_value'] if a['use_layerscale'] else None)
+                    layer_scale=a['layerscale_value'] if a['use_layerscale'] else None,
+                    post_norm=a['use_postln'])
                 for j in range(depth)
             ]
             stages.append(PyramidStage(
@@ -150,17 +147,7 @@ class FocalNet(PyramidBackbone):
             kernel, stride, padding = 7, 4, a['conv_stem_padding']
         else:
             kernel, stride, padding = 3, 2, 1
-        return PaddedPatchEmbed(
-            in_channels, embed_dims, kernel, stride, padding, pad_to=patch,
-            norm_cfg=dict(type='LN', eps=1e-5) if a['patch_norm'] else None)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """NCHW maps of the stages in ``out_indices``, each after its norm."""
-        outs = []
-        for i, stage in enumerate(self.stages[:self.out_indices[-1] + 1]):
-            tokens, hw = stage.patch_embed(x)
-            tokens = self.run_blocks(stage.blocks, tokens, hw)
-            x = tokens_to_map(tokens, hw)
-            if i in self.out_indices:
-                outs.append(tokens_to_map(stage.norm(tokens), hw))
-        return tuple(outs)
+        return OverlapPatchEmbed(
+            in_channels, embed_dims, kernel, stride, padding,
+            norm_cfg=dict(type='LN', eps=1e-5) if a['patch_norm'] else None,
+            pad_to_multiple=patch)

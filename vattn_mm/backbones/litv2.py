@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Mapping, Union
 
 import torch
-import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from mmengine.registry import MODELS
 from torch import nn
@@ -79,7 +78,8 @@ class LITv2(PyramidBackbone):
         for i, depth in enumerate(a['depths']):
             if i == 0:
                 patch_embed = OverlapPatchEmbed(in_channels, dims[0], a['patch_size'],
-                                                a['patch_size'], padding=0, norm_cfg=_LN)
+                                                a['patch_size'], padding=0, norm_cfg=_LN,
+                                                pad_to_multiple=a['patch_size'])
             else:
                 patch_embed = DeformableTokenMerging(dims[i - 1], dims[i],
                                                      norm_cfg=merge_norm_cfg)
@@ -127,7 +127,4 @@ class LITv2(PyramidBackbone):
         if min(h, w) < self.min_input_size:
             raise ValueError(f'LITv2: input {h}x{w} is too small; each side needs at '
                              f'least {self.min_input_size} px')
-        p = self.arch['patch_size']
-        if h % p or w % p:
-            x = F.pad(x, (0, -w % p, 0, -h % p))
         return super().forward(x)

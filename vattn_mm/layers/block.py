@@ -27,13 +27,16 @@ class TokenBlock(nn.Module):
 
     ``mixer`` and ``ffn`` are called as ``module(tokens, (H, W))``.  A block
     without a token mixer (``mixer=None``) is just the FFN half, as in the
-    early LITv2 stages.  ``layer_scale`` enables :class:`LayerScale`.
+    early LITv2 stages.  ``layer_scale`` enables :class:`LayerScale`;
+    ``post_norm`` normalises each branch's output instead of its input
+    (``x + drop_path(ls1(norm1(mixer(x))))``, FocalNet-L/XL/H ``use_postln``).
     """
 
     def __init__(self, embed_dims: int, mixer: Optional[nn.Module], ffn: nn.Module,
                  drop_path: float = 0., norm_cfg: dict = dict(type='LN', eps=1e-6),
-                 layer_scale: Optional[float] = None):
+                 layer_scale: Optional[float] = None, post_norm: bool = False):
         super().__init__()
+        self.post_norm = post_norm
         if mixer is not None:
             self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
             self.attn = mixer
@@ -48,5 +51,9 @@ class TokenBlock(nn.Module):
 
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
         if self.has_mixer:
-            x = x + self.drop_path(self.ls1(self.attn(self.norm1(x), hw)))
-        return x + self.drop_path(self.ls2(self.ffn(self.norm2(x), hw)))
+            x = x + self.drop_path(self.ls1(self._branch(self.attn, self.norm1, x, hw)))
+        return x + self.drop_path(self.ls2(self._branch(self.ffn, self.norm2, x, hw)))
+
+    def _branch(self, module: nn.Module, norm: nn.Module, x: torch.Tensor,
+                hw: Size) -> torch.Tensor:
+        return norm(module(x, hw)) if self.post_norm else module(norm(x), hw)

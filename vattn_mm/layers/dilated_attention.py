@@ -16,7 +16,6 @@ from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_activation_layer
 from mmengine.registry import MODELS
 from torch import nn
 
@@ -173,19 +172,3 @@ class GlobalSelfAttention(nn.Module):
         x = F.scaled_dot_product_attention(
             q, k, v, dropout_p=self.attn_drop if self.training else 0., scale=self.scale)
         return self.proj_drop(self.proj(merge_heads(x)))
-
-
-class MLP(nn.Module):
-    """``fc1 -> act -> drop -> fc2 -> drop`` over tokens (ViT-style FFN); the
-    spatial size argument of the block interface is ignored."""
-
-    def __init__(self, embed_dims: int, hidden_dims: int,
-                 act_cfg: dict = dict(type='GELU'), drop: float = 0.):
-        super().__init__()
-        self.fc1 = nn.Linear(embed_dims, hidden_dims)
-        self.act = build_activation_layer(act_cfg)
-        self.fc2 = nn.Linear(hidden_dims, embed_dims)
-        self.drop = nn.Dropout(drop)
-
-    def forward(self, x: torch.Tensor, hw: Optional[Size] = None) -> torch.Tensor:
-        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))

@@ -11,6 +11,22 @@ from torch import nn
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
+class MLP(nn.Module):
+    """``fc1 -> act -> drop -> fc2 -> drop`` over tokens (the ViT FFN); called
+    as ``mlp(tokens, hw)`` like the other FFNs, ``hw`` unused."""
+
+    def __init__(self, embed_dims: int, hidden_dims: int,
+                 act_cfg: dict = dict(type='GELU'), drop: float = 0.):
+        super().__init__()
+        self.fc1 = nn.Linear(embed_dims, hidden_dims)
+        self.act = build_activation_layer(act_cfg)
+        self.fc2 = nn.Linear(hidden_dims, embed_dims)
+        self.drop = nn.Dropout(drop)
+
+    def forward(self, x: torch.Tensor, hw: Optional[Size] = None) -> torch.Tensor:
+        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+
+
 @MODELS.register_module()
 class ConvFFN(nn.Module):
     """FFN with a 3x3 depthwise convolution between its two projections

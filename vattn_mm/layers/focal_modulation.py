@@ -1,17 +1,12 @@
 """Focal modulation (FocalNet: Focal Modulation Networks, Yang et al.,
-NeurIPS 2022, arXiv:2203.11926) and the small FocalNet-specific pieces around
-it: the padding patch embedding, the plain MLP and the post-norm block."""
+NeurIPS 2022, arXiv:2203.11926)."""
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
-import torch.nn.functional as F
 from mmengine.registry import MODELS
 from torch import nn
 
-from .block import TokenBlock
-from .patch_embed import OverlapPatchEmbed, Size, map_to_tokens, tokens_to_map
+from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
 @MODELS.register_module()
@@ -81,54 +76,3 @@ class FocalModulation(nn.Module):
             ctx_all = ctx_all / (self.focal_level + 1)
         out, _ = map_to_tokens(q * self.h(ctx_all))
         return self.proj_drop(self.proj(self.ln(out)))
-
-
-class TokenMLP(nn.Module):
-    """``fc1 -> GELU -> dropout -> fc2 -> dropout`` over tokens, called as
-    ``mlp(tokens, hw)`` like the other FFNs (``hw`` unused)."""
-
-    def __init__(self, embed_dims: int, hidden_dims: int, drop: float = 0.):
-        super().__init__()
-        self.fc1 = nn.Linear(embed_dims, hidden_dims)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden_dims, embed_dims)
-        self.drop = nn.Dropout(drop)
-
-    def forward(self, x: torch.Tensor, hw: Optional[Size] = None) -> torch.Tensor:
-        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
-
-
-class PostNormTokenBlock(TokenBlock):
-    """Post-norm variant of :class:`TokenBlock` (FocalNet-L/XL/H
-    ``use_postln``): ``x + drop_path(ls1(norm1(mixer(x))))``, then
-    ``x + drop_path(ls2(norm2(ffn(x))))``.  Same parameters and names."""
-
-    def __init__(self, embed_dims: int, mixer: nn.Module, ffn: nn.Module, **kwargs):
-        if mixer is None:
-            raise ValueError('PostNormTokenBlock needs a token mixer')
-        super().__init__(embed_dims, mixer, ffn, **kwargs)
-
-    def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
-        x = x + self.drop_path(self.ls1(self.norm1(self.attn(x, hw))))
-        return x + self.drop_path(self.ls2(self.norm2(self.ffn(x, hw))))
-
-
-class PaddedPatchEmbed(OverlapPatchEmbed):
-    """:class:`OverlapPatchEmbed` that first zero-pads the input right / bottom
-    to a multiple of ``pad_to`` (the FocalNet / Swin dense patch embedding),
-    so a side ``s`` gives ``ceil(s / stride)`` tokens for the non-overlapping
-    and the 7x7-s4-p3 / 3x3-s2-p1 convolutional embeddings alike."""
-
-    def __init__(self, in_channels: int, embed_dims: int, kernel_size: int, stride: int,
-                 padding: int = 0, pad_to: Optional[int] = None,
-                 norm_cfg: Optional[dict] = dict(type='LN', eps=1e-5)):
-        super().__init__(in_channels, embed_dims, kernel_size, stride, padding, norm_cfg)
-        self.pad_to = stride if pad_to is None else pad_to
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
-        h, w = x.shape[-2:]
-        pad_h, pad_w = -h % self.pad_to, -w % self.pad_to
-        if pad_h or pad_w:
-            x = F.pad(x, (0, pad_w, 0, pad_h))
-        return super().forward(x)
-

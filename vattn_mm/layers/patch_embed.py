@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 import torch
+import torch.nn.functional as F
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.registry import MODELS
 from torch import nn
@@ -29,17 +30,27 @@ class OverlapPatchEmbed(nn.Module):
 
     The output size is read from the convolution, so any input size works:
     ``H_out = floor((H + 2 * padding - kernel_size) / stride) + 1``.
+    ``pad_to_multiple`` first zero-pads the input right / bottom to a multiple
+    of that number (the Swin-style dense embeddings of FocalNet and LITv2), so
+    a side ``s`` then gives ``ceil(s / stride)`` tokens.
     """
 
     def __init__(self, in_channels: int, embed_dims: int, kernel_size: int,
                  stride: int, padding: Optional[int] = None,
-                 norm_cfg: Optional[dict] = dict(type='LN', eps=1e-5)):
+                 norm_cfg: Optional[dict] = dict(type='LN', eps=1e-5),
+                 pad_to_multiple: Optional[int] = None):
         super().__init__()
         padding = kernel_size // 2 if padding is None else padding
+        self.pad_to_multiple = pad_to_multiple
         self.proj = nn.Conv2d(in_channels, embed_dims, kernel_size, stride, padding)
         self.norm = build_norm_layer(norm_cfg, embed_dims)[1] if norm_cfg else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
+        if self.pad_to_multiple:
+            h, w = x.shape[-2:]
+            pad_h, pad_w = -h % self.pad_to_multiple, -w % self.pad_to_multiple
+            if pad_h or pad_w:
+                x = F.pad(x, (0, pad_w, 0, pad_h))
         x, hw = map_to_tokens(self.proj(x))
         return self.norm(x), hw
 
