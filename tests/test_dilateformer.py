@@ -3,9 +3,10 @@ import argparse
 import pytest
 import torch
 import torch.nn.functional as F
+from contract import (check_official_roundtrip_and_detector_checkpoint,
+                      check_registry_scopes, check_with_cp_same_gradients)
 from golden import (case_paths, check_released_keys, load_case, official_arch,
                     run_golden_case, write_released, assert_outputs_match)
-from mmengine.registry import MODELS
 from torch import nn
 
 from vattn_mm.backbones import DilateFormer
@@ -104,37 +105,21 @@ def test_wrong_checkpoint_raises_naming_keys(tmp_path):
 
 
 def test_key_conversion_roundtrip_and_detector_prefix(tmp_path):
-    model = DilateFormer(MICRO, out_norm_cfg=dict(type='LN', eps=1e-6))
-    model.init_weights()
-    sd = model.state_dict()
-    official = DILATEFORMER_CONVERTER.ours_to_official(sd)
+    official = check_official_roundtrip_and_detector_checkpoint(
+        DilateFormer, MICRO, DILATEFORMER_CONVERTER, tmp_path, size=(64, 96),
+        out_norm_cfg=dict(type='LN', eps=1e-6))
     assert 'patch_embed.proj.9.weight' in official
     assert 'stages.0.downsample.proj.1.running_var' in official
     assert 'stages.2.downsample.proj.0.bias' in official
-    assert DILATEFORMER_CONVERTER.official_to_ours(official).keys() == sd.keys()
     variant = DilateFormer(dict(MICRO, cpe_per_satge=True, merging_way='conv2_2'))
     official = DILATEFORMER_CONVERTER.ours_to_official(variant.state_dict())
     assert official['stages.0.downsample.pos_embed.weight'].shape == (24, 1, 3, 3)
     assert official['stages.1.downsample.proj.0.weight'].shape == (48, 24, 2, 2)
-    torch.save({'state_dict': {'backbone.' + k: v for k, v in sd.items()}, 'meta': {}},
-               tmp_path / 'det.pth')
-    clone = DilateFormer(MICRO, out_norm_cfg=dict(type='LN', eps=1e-6),
-                         init_cfg=dict(type='Pretrained', checkpoint=str(tmp_path / 'det.pth')))
-    clone.init_weights()
-    x = torch.randn(1, 3, 64, 96)
-    model.eval(), clone.eval()
-    for a, b in zip(model(x), clone(x)):
-        assert torch.equal(a, b)
 
 
 # ------------------------------------------------------------ contract
 def test_registry_scopes():
-    from mmdet.registry import MODELS as DET
-    from mmpretrain.registry import MODELS as CLS
-    from mmseg.registry import MODELS as SEG
-    for registry in (MODELS, DET, SEG, CLS):
-        model = registry.build(dict(type='DilateFormer', arch=MICRO, out_indices=(3, )))
-        assert isinstance(model, DilateFormer)
+    check_registry_scopes('DilateFormer', MICRO)
 
 
 def test_arch_zoo_sizes():
@@ -192,17 +177,7 @@ def test_out_indices_frozen_stages_norm_eval():
 
 
 def test_with_cp_same_gradients():
-    x = torch.randn(1, 3, 48, 64)
-    grads = []
-    for with_cp in (False, True):
-        torch.manual_seed(1)
-        model = DilateFormer(MICRO, with_cp=with_cp, drop_path_rate=0.)
-        model.init_weights()
-        model.train()
-        sum(o.square().mean() for o in model(x)).backward()
-        grads.append([p.grad for p in model.parameters()])
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b)
+    check_with_cp_same_gradients(DilateFormer, MICRO, size=(48, 64))
 
 
 def test_gradients_reach_every_parameter_and_the_input():

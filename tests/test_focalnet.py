@@ -2,10 +2,10 @@ import logging
 
 import pytest
 import torch
+from contract import check_registry_scopes, check_with_cp_same_gradients
 from golden import (case_paths, check_released_keys, load_case, official_arch,
                     read_key_list, run_golden_case, write_released)
 from mmengine.logging import MMLogger
-from mmengine.registry import MODELS
 
 from vattn_mm.backbones import FocalNet
 from vattn_mm.checkpoint import (FOCALNET_CONVERTER, CheckpointMismatchError,
@@ -172,12 +172,7 @@ def test_ours_roundtrip_dense_checkpoint_and_detector_prefix(tmp_path):
 
 
 def test_registry_scopes():
-    from mmdet.registry import MODELS as DET
-    from mmpretrain.registry import MODELS as CLS
-    from mmseg.registry import MODELS as SEG
-    for registry in (MODELS, DET, SEG, CLS):
-        model = registry.build(dict(type='FocalNet', arch=MICRO, out_indices=(3, )))
-        assert isinstance(model, FocalNet)
+    check_registry_scopes('FocalNet', MICRO)
 
 
 def test_bad_arch_and_args():
@@ -256,14 +251,6 @@ def test_drop_path_rate_schedule():
 
 
 def test_with_cp_same_gradients():
-    x = torch.randn(1, 3, 64, 64)
-    grads = []
-    for with_cp in (False, True):
-        torch.manual_seed(1)
-        model = FocalNet(dict(MICRO, use_layerscale=True), with_cp=with_cp, drop_path_rate=0.)
-        model.init_weights()
-        model.train()
-        sum(o.square().mean() for o in model(x)).backward()
-        grads.append([p.grad for p in model.parameters()])
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b)
+    check_with_cp_same_gradients(FocalNet, dict(MICRO, use_layerscale=True))
+
+

@@ -3,9 +3,10 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from contract import (check_official_roundtrip_and_detector_checkpoint,
+                      check_registry_scopes, check_with_cp_same_gradients)
 from golden import (case_paths, check_released_keys, load_case, official_arch,
                     read_key_list, run_golden_case, write_released)
-from mmengine.registry import MODELS
 
 from vattn_mm.backbones import LITv2
 from vattn_mm.checkpoint import LITV2_CONVERTER, CheckpointMismatchError
@@ -112,31 +113,15 @@ def test_wrong_checkpoint_raises_naming_keys(tmp_path):
 
 
 def test_ours_roundtrip_and_detector_prefix(tmp_path):
-    model = LITv2(MICRO)
-    model.init_weights()
-    official = LITV2_CONVERTER.ours_to_official(model.state_dict())
+    official = check_official_roundtrip_and_detector_checkpoint(
+        LITv2, MICRO, LITV2_CONVERTER, tmp_path)
     assert 'layers.2.downsample.dconv.conv_offset.weight' in official
     assert 'layers.0.downsample.norm_layer.weight' in official
-    assert LITV2_CONVERTER.official_to_ours(official).keys() == model.state_dict().keys()
-    torch.save({'state_dict': {'backbone.' + k: v for k, v in model.state_dict().items()},
-                'meta': {}}, tmp_path / 'det.pth')
-    clone = LITv2(model.arch, init_cfg=dict(type='Pretrained',
-                                            checkpoint=str(tmp_path / 'det.pth')))
-    clone.init_weights()
-    x = torch.randn(1, 3, 64, 64)
-    model.eval(), clone.eval()
-    for a, b in zip(model(x), clone(x)):
-        assert torch.equal(a, b)
 
 
 def test_registry_scopes():
-    from mmdet.registry import MODELS as DET
-    from mmpretrain.registry import MODELS as CLS
-    from mmseg.registry import MODELS as SEG
-    for registry in (MODELS, DET, SEG, CLS):
-        model = registry.build(dict(type='LITv2', arch=MICRO, out_indices=(3, )))
-        assert isinstance(model, LITv2)
-    assert [o.shape[1] for o in model.eval()(torch.randn(1, 3, 64, 64))] == [64]
+    shapes = check_registry_scopes('LITv2', MICRO)
+    assert [s[1] for s in shapes] == [64]
 
 
 def test_bad_arch_and_args():
@@ -188,18 +173,7 @@ def test_frozen_stages_and_norm_eval():
 
 
 def test_with_cp_same_gradients():
-    x = torch.randn(1, 3, 64, 64)
-    grads = []
-    for with_cp in (False, True):
-        torch.manual_seed(1)
-        model = LITv2(MICRO, with_cp=with_cp, drop_path_rate=0.)
-        model.init_weights()
-        model.train()
-        sum(o.square().mean() for o in model(x)).backward()
-        grads.append([model.stages[0].patch_embed.proj.weight.grad,
-                      model.stages[2].blocks[0].attn.h_qkv.weight.grad])
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b)
+    check_with_cp_same_gradients(LITv2, MICRO)
 
 
 def test_init_without_checkpoint_starts_with_zero_offsets():

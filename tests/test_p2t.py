@@ -1,5 +1,7 @@
 import pytest
 import torch
+from contract import (check_official_roundtrip_and_detector_checkpoint,
+                      check_registry_scopes, check_with_cp_same_gradients)
 from golden import (case_paths, check_released_keys, load_case, official_arch,
                     read_key_list, run_golden_case, write_released)
 from mmengine.registry import MODELS
@@ -77,29 +79,14 @@ def test_wrong_checkpoint_raises_naming_keys(tmp_path):
 
 
 def test_ours_roundtrip_and_detector_prefix(tmp_path):
-    model = P2T(MICRO)
-    model.init_weights()
-    official = P2T_CONVERTER.ours_to_official(model.state_dict())
+    official = check_official_roundtrip_and_detector_checkpoint(
+        P2T, MICRO, P2T_CONVERTER, tmp_path, size=(96, 96))
     assert 'd_convs4.3.weight' in official and 'block2.1.attn.kv.0.bias' in official
     assert 'block1.0.mlp.conv.weight' in official
-    assert P2T_CONVERTER.official_to_ours(official).keys() == model.state_dict().keys()
-    torch.save({'state_dict': {'backbone.' + k: v for k, v in model.state_dict().items()},
-                'meta': {}}, tmp_path / 'det.pth')
-    clone = P2T(MICRO, init_cfg=dict(type='Pretrained', checkpoint=str(tmp_path / 'det.pth')))
-    clone.init_weights()
-    x = torch.randn(1, 3, 96, 96)
-    model.eval(), clone.eval()
-    for a, b in zip(model(x), clone(x)):
-        assert torch.equal(a, b)
 
 
 def test_registry_scopes():
-    from mmdet.registry import MODELS as DET
-    from mmpretrain.registry import MODELS as CLS
-    from mmseg.registry import MODELS as SEG
-    for registry in (MODELS, DET, SEG, CLS):
-        model = registry.build(dict(type='P2T', arch=MICRO, out_indices=(3, )))
-        assert isinstance(model, P2T)
+    check_registry_scopes('P2T', MICRO)
     assert MODELS.get('PyramidPoolingAttention') is PyramidPoolingAttention
 
 
@@ -188,20 +175,7 @@ def test_out_indices():
 
 
 def test_with_cp_same_gradients():
-    torch.manual_seed(0)
-    x = torch.randn(1, 3, 64, 64)
-    grads = []
-    for with_cp in (False, True):
-        torch.manual_seed(1)
-        model = P2T(MICRO, with_cp=with_cp, drop_path_rate=0.)
-        model.init_weights()
-        model.train()
-        sum(o.square().mean() for o in model(x)).backward()
-        grads.append([model.stages[0].patch_embed.proj.weight.grad,
-                      model.stages[1].pool_convs[2].weight.grad,
-                      model.stages[2].blocks[0].attn.kv.weight.grad])
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b)
+    check_with_cp_same_gradients(P2T, MICRO)
 
 
 def test_drop_path_schedule():

@@ -1,8 +1,9 @@
 import pytest
 import torch
+from contract import (check_official_roundtrip_and_detector_checkpoint,
+                      check_registry_scopes, check_with_cp_same_gradients)
 from golden import (case_paths, check_released_keys, official_arch, run_golden_case,
                     write_released, load_case)
-from mmengine.registry import MODELS
 
 from vattn_mm.backbones import PVTv2
 from vattn_mm.checkpoint import PVTV2_CONVERTER, CheckpointMismatchError
@@ -50,28 +51,14 @@ def test_wrong_checkpoint_raises_naming_keys(tmp_path):
 
 
 def test_ours_roundtrip_and_detector_prefix(tmp_path):
-    model = PVTv2(dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
-                       mlp_ratios=[2, 2, 2, 2], depths=[1, 1, 1, 1], sr_ratios=[8, 4, 2, 1]))
-    model.init_weights()
-    official = PVTV2_CONVERTER.ours_to_official(model.state_dict())
-    assert PVTV2_CONVERTER.official_to_ours(official).keys() == model.state_dict().keys()
-    torch.save({'state_dict': {'backbone.' + k: v for k, v in model.state_dict().items()},
-                'meta': {}}, tmp_path / 'det.pth')
-    clone = PVTv2(model.arch, init_cfg=dict(type='Pretrained', checkpoint=str(tmp_path / 'det.pth')))
-    clone.init_weights()
-    x = torch.randn(1, 3, 64, 64)
-    model.eval(), clone.eval()
-    for a, b in zip(model(x), clone(x)):
-        assert torch.equal(a, b)
+    check_official_roundtrip_and_detector_checkpoint(
+        PVTv2, dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
+                    depths=[1, 1, 1, 1], sr_ratios=[8, 4, 2, 1]), PVTV2_CONVERTER, tmp_path)
 
 
 def test_registry_scopes():
     from mmdet.registry import MODELS as DET
-    from mmpretrain.registry import MODELS as CLS
-    from mmseg.registry import MODELS as SEG
-    for registry in (MODELS, DET, SEG, CLS):
-        model = registry.build(dict(type='PVTv2', arch='b0', out_indices=(3, )))
-        assert isinstance(model, PVTv2)
+    check_registry_scopes('PVTv2', 'b0')
     assert DET.get('PyramidVisionTransformerV2') is not PVTv2
 
 
@@ -109,14 +96,6 @@ def test_frozen_stages_norm_eval_and_conv_stem():
 
 
 def test_with_cp_same_gradients():
-    torch.manual_seed(0)
-    x = torch.randn(1, 3, 64, 64)
-    grads = []
-    for with_cp in (False, True):
-        torch.manual_seed(1)
-        model = PVTv2('b0', with_cp=with_cp, drop_path_rate=0.)
-        model.init_weights()
-        model.train()
-        sum(o.square().mean() for o in model(x)).backward()
-        grads.append(model.stages[0].patch_embed.proj.weight.grad)
-    torch.testing.assert_close(grads[0], grads[1])
+    check_with_cp_same_gradients(PVTv2, 'b0')
+
+
