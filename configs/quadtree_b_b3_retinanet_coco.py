@@ -1,0 +1,5 @@
+_base_ = './quadtree_b_retinanet_coco.py'
+pretrained = 'checkpoints/quadtree_b3.pth'  # official QuadTreeAttention_cls/b3.pth
+model = dict(
+    backbone=dict(arch='b3', init_cfg=dict(checkpoint=pretrained)),
+    neck=dict(in_channels=[64, 128, 320, 512]))

@@ -1,0 +1,230 @@
+"""Time and peak memory of QuadTree attention vs dense attention.
+
+Measures, at image sizes 512x512, 800x1344, 1024x1024 (and 2048x2048 for the
+single layer):
+
+* one QuadTree-B attention layer at stage-1 width (64 channels, 1 head,
+  4 levels, top-k 32 per level: the official dense b1-b4 stage-1 settings)
+  on the stride-4 map of the image;
+* a dense full-attention layer of the same width (q / kv / proj linears +
+  ``F.scaled_dot_product_attention``) on the same tokens - cases whose
+  ``N x N`` scores exceed ``--dense-max-tokens`` are marked skipped;
+* the whole QuadTree-B-b2 backbone on the image.
+
+Forward passes in eval mode without autograd (``--train``: forward + backward).
+Each case runs in a fresh subprocess.  Time is the best of ``--repeat``
+runs after one warm-up: wall-clock on CUDA; on CPU the process's CPU time
+(``time.process_time``, single thread by default), which other jobs on a
+shared machine barely disturb (wall-clock is printed to stderr).  Peak memory
+is, on CUDA,
+``torch.cuda.max_memory_allocated`` minus what was allocated before the run;
+on CPU, the process's ``ru_maxrss`` after the runs minus its ``ru_maxrss``
+after imports, model and input creation (so model weights and the input are
+excluded; the high-water mark includes every transient buffer).  Prints a
+markdown table and the growth ratios for 4x the tokens (linear cost: about 4x;
+the check is <= 5x).
+
+CPU workers run with glibc's ``MALLOC_MMAP_THRESHOLD_`` / ``MALLOC_TRIM_THRESHOLD_``
+raised (``--system-malloc`` keeps the defaults): by default every temporary
+over 32 MiB is mmap-ed and unmapped again, so each call page-faults all of its
+large buffers in anew, a kernel cost that grows faster than the tokens; a
+caching allocator (this setting, jemalloc, tcmalloc, the CUDA allocator)
+reuses them, as PyTorch's CPU performance guide recommends.
+
+    python tools/analysis/benchmark_quadtree.py [--device cpu|cuda] [--repeat 1]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SIZES = [(512, 512), (800, 1344), (1024, 1024), (2048, 2048)]
+BACKBONE_SIZES = SIZES[:3]
+WIDTH, HEADS, LEVELS, TOPKS = 64, 1, 4, [32, 32, 32, 32]
+#: 4x-token pairs whose growth is checked
+PAIRS = [((512, 512), (1024, 1024)), ((1024, 1024), (2048, 2048))]
+
+
+def _build(kind: str):
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+
+    from vattn_mm.backbones import QuadTree
+    from vattn_mm.layers import QuadtreeAttention
+
+    class DenseAttention(nn.Module):
+        """Full multi-head self-attention of the same width."""
+
+        def __init__(self, dims: int, heads: int):
+            super().__init__()
+            self.heads = heads
+            self.q, self.kv, self.proj = nn.Linear(dims, dims), nn.Linear(dims, 2 * dims), \
+                nn.Linear(dims, dims)
+
+        def forward(self, x, hw):
+            b, n, c = x.shape
+            q = self.q(x).view(b, n, self.heads, -1).transpose(1, 2)
+            k, v = self.kv(x).view(b, n, 2 * self.heads, -1).transpose(1, 2).chunk(2, dim=1)
+            out = F.scaled_dot_product_attention(q, k, v)
+            return self.proj(out.transpose(1, 2).reshape(b, n, c))
+
+    if kind == 'quadtree':
+        return QuadtreeAttention(WIDTH, HEADS, LEVELS, topks=TOPKS, attn_type='B')
+    if kind == 'dense':
+        return DenseAttention(WIDTH, HEADS)
+    return QuadTree('b2', drop_path_rate=0.)
+
+
+def worker(spec: dict) -> dict:
+    """Run one case in this (fresh) process and return its measurements."""
+    import resource
+
+    import torch
+    torch.set_num_threads(spec['threads'])
+    device = torch.device(spec['device'])
+    kind, (h, w) = spec['kind'], spec['size']
+    model = _build(kind).to(device)
+    model.train(spec['train'])
+    if kind == 'backbone':
+        x = torch.randn(1, 3, h, w, device=device)
+        run_args = (x, )
+    else:
+        hw = (h // 4, w // 4)
+        x = torch.randn(1, hw[0] * hw[1], WIDTH, device=device)
+        run_args = (x, hw)
+    x.requires_grad_(spec['train'])
+
+    def run():
+        with torch.set_grad_enabled(spec['train']):
+            out = model(*run_args)
+            if spec['train']:
+                sum(o.float().sum() for o in (out if isinstance(out, tuple) else (out, ))).backward()
+        if device.type == 'cuda':
+            torch.cuda.synchronize()
+
+    if device.type == 'cuda':
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+    else:
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    walls, cpus = [], []
+    for _ in range(1 + spec['repeat']):
+        wall, cpu = time.perf_counter(), time.process_time()
+        run()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    if device.type == 'cuda':
+        peak = torch.cuda.max_memory_allocated() - before
+    else:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    wall = min(walls[1:])
+    return dict(time_s=wall if device.type == 'cuda' else min(cpus[1:]), wall_s=wall,
+                peak_bytes=peak)
+
+
+#: glibc settings that keep freed large blocks for reuse (see the docstring)
+CACHING_MALLOC = dict(MALLOC_MMAP_THRESHOLD_=str(2**34), MALLOC_TRIM_THRESHOLD_=str(2**34))
+
+
+def measure(spec: dict, env: dict) -> dict:
+    cmd = [sys.executable, __file__, '--worker', json.dumps(spec)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        err = (proc.stderr.strip().splitlines() or ['killed'])[-1]
+        reason = 'OOM' if 'out of memory' in err.lower() or proc.returncode < 0 else err
+        return dict(skipped=f'failed: {reason[:80]}')
+    return json.loads(lines[-1])
+
+
+def fmt(res: dict | None) -> tuple[str, str]:
+    if res is None:
+        return '-', '-'
+    if 'skipped' in res:
+        return res['skipped'], '-'
+    return f"{res['time_s'] * 1e3:,.0f} ms", f"{res['peak_bytes'] / 2**20:,.0f} MiB"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('--device', default='cpu')
+    parser.add_argument('--repeat', type=int, default=1, help='timed runs after one warm-up')
+    parser.add_argument('--threads', type=int, default=None,
+                        help='torch threads (default: 1 on CPU, for stable CPU times)')
+    parser.add_argument('--train', action='store_true', help='time forward + backward')
+    parser.add_argument('--dense-max-tokens', type=int, default=None,
+                        help='skip dense attention above this many tokens '
+                             '(default 20000 on CPU, 300000 on CUDA)')
+    parser.add_argument('--no-backbone', action='store_true', help='attention layers only')
+    parser.add_argument('--system-malloc', action='store_true',
+                        help="keep glibc's default mmap / trim thresholds on CPU")
+    parser.add_argument('--worker', help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+        print(json.dumps(worker(json.loads(args.worker))))
+        return
+    args.threads = args.threads or (1 if args.device == 'cpu' else os.cpu_count())
+    dense_max = args.dense_max_tokens or (20000 if args.device == 'cpu' else 300000)
+    base = dict(device=args.device, repeat=args.repeat, threads=args.threads, train=args.train)
+    caching = args.device == 'cpu' and not args.system_malloc
+    env = dict(os.environ, **(CACHING_MALLOC if caching else {}))
+    results = {}
+    for kind, sizes in (('quadtree', SIZES), ('dense', SIZES),
+                        ('backbone', [] if args.no_backbone else BACKBONE_SIZES)):
+        for size in sizes:
+            tokens = size[0] * size[1] // 16
+            if kind == 'dense' and tokens > dense_max:
+                n2 = float(tokens) ** 2
+                res = dict(skipped=f'skipped: {n2:.1e} scores ({n2 * 4 / 2**30:,.0f} GiB '
+                                   'as an fp32 map)')
+            else:
+                res = measure(dict(base, kind=kind, size=size), env)
+            results[kind, size] = res
+            print(f'{kind} {size[0]}x{size[1]}: {res}', file=sys.stderr, flush=True)
+
+    mode = 'forward + backward' if args.train else 'forward, no grad'
+    clock = 'wall-clock' if args.device == 'cuda' else 'process CPU time'
+    print(f'\nDevice {args.device}, {args.threads} thread(s), {mode}; time = {clock}, best of '
+          f'{args.repeat} after a warm-up; peak = extra memory during the runs'
+          + ('; glibc caching malloc settings' if caching else '') + '.\n')
+    print('| model | image | stage-1 tokens | QuadTree-B time | QuadTree-B peak | '
+          'dense attention time | dense peak |')
+    print('|---|---|---|---|---|---|---|')
+    for size in SIZES:
+        q, d = fmt(results.get(('quadtree', size))), fmt(results.get(('dense', size)))
+        print(f'| attention layer (C={WIDTH}, {LEVELS} levels, top-k {TOPKS[0]}) | '
+              f'{size[0]}x{size[1]} | {size[0] * size[1] // 16:,} | {q[0]} | {q[1]} | '
+              f'{d[0]} | {d[1]} |')
+    for size in BACKBONE_SIZES if not args.no_backbone else []:
+        q = fmt(results.get(('backbone', size)))
+        print(f'| QuadTree-B-b2 backbone | {size[0]}x{size[1]} | {size[0] * size[1] // 16:,} | '
+              f'{q[0]} | {q[1]} | - | - |')
+
+    print('\n| model | tokens | time ratio | memory ratio | <= 5x |')
+    print('|---|---|---|---|---|')
+    ok = True
+    for kind in ('quadtree', 'dense', 'backbone'):
+        for small, large in PAIRS:
+            a, b = results.get((kind, small)), results.get((kind, large))
+            if not a or not b or 'skipped' in a or 'skipped' in b:
+                continue
+            t = b['time_s'] / a['time_s']
+            m = b['peak_bytes'] / max(a['peak_bytes'], 1)
+            linear = t <= 5 and m <= 5
+            ok &= linear or kind == 'dense'
+            print(f'| {kind} | {small[0]}x{small[1]} -> {large[0]}x{large[1]} (4x) | '
+                  f'{t:.2f}x | {m:.2f}x | {"yes" if linear else "NO"} |')
+    print(f'\nQuadTree cost linear in the tokens (4x tokens <= 5x time and memory): '
+          f'{"yes" if ok else "NO"}')
+
+
+if __name__ == '__main__':
+    main()

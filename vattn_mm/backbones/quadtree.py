@@ -1,0 +1,125 @@
+"""QuadTree Attention for Vision Transformers (Tang et al., ICLR 2022,
+arXiv:2201.02767): the PVTv2 skeleton with quadtree attention."""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import torch
+import torch.nn.functional as F
+from mmcv.cnn import build_norm_layer
+from mmengine.registry import MODELS
+from torch import nn
+
+from ..checkpoint import QUADTREE_CONVERTER
+from ..layers import ConvFFN, OverlapPatchEmbed, QuadtreeAttention, TokenBlock
+from .base import PyramidBackbone, PyramidStage, drop_path_schedule
+
+_B = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8],
+          mlp_ratios=[8, 8, 4, 4], sr_ratios=[4, 3, 2, 1])
+
+#: official dense (detection / segmentation) settings
+DENSE_TOPKS = [32, 32, 32, 32]
+DENSE_VALUE_ACT = 'ReLU'
+#: settings of the ImageNet models (``classification/quadtree_attention.py``)
+CLS_TOPKS = [8, 8, 8, 8]
+CLS_VALUE_ACT = 'GELU'
+
+
+@MODELS.register_module()
+class QuadTree(PyramidBackbone):
+    """QuadTree backbone (QuadTree-A / -B): overlapping patch embeddings,
+    quadtree attention, depthwise-conv FFNs; outputs the normalised tokens of
+    each stage, like :class:`PVTv2`.
+
+    Args:
+        arch: ``'b0'`` ... ``'b4'`` or a dict with the official names
+            (``embed_dims``, ``num_heads``, ``mlp_ratios``, ``depths``,
+            ``sr_ratios`` = quadtree levels per stage, optionally
+            ``qkv_bias``, ``attn_type``, ``topks``, ``value_branch_act``).
+        attn_type: ``'B'`` (released checkpoints) or ``'A'``; overrides arch.
+        topks: top-k per pyramid level, index 0 = coarsest; overrides arch.
+            Default: the official dense value ``[32] * 4``
+            (:data:`CLS_TOPKS` = ``[8] * 4`` reproduces the ImageNet model).
+        value_branch_act: activation of the type-B value branches, ``'ReLU'``
+            (official dense default) or ``'GELU'`` (ImageNet model; what the
+            released checkpoints were trained with) or an mmcv act config;
+            overrides arch.
+        in_channels: image channels.
+        drop_path_rate: stochastic depth, rising linearly over blocks.
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+            :class:`PyramidBackbone`.
+
+    Size rule: every stage's quadtree needs its map divisible by
+    ``2 ** (levels - 1)`` (official: input divisible by 32).  Other inputs are
+    zero-padded at the bottom / right to :attr:`size_multiple` (exactly what
+    mmdet's ``pad_size_divisor=32`` does to a normalised batch), and the
+    outputs are cropped to ``ceil(side / stride)``, the sizes PVTv2 gives, so
+    every input size works and divisible inputs are untouched.  Top-k values
+    larger than a level's candidates (small inputs) are clamped, logged once.
+    """
+
+    arch_zoo = {
+        'b0': dict(_B, embed_dims=[32, 64, 160, 256], depths=[2, 2, 2, 2]),
+        'b1': dict(_B, depths=[2, 2, 2, 2]),
+        'b2': dict(_B, depths=[3, 4, 6, 3]),
+        'b3': dict(_B, depths=[3, 4, 18, 3]),
+        'b4': dict(_B, depths=[3, 8, 27, 3]),
+    }
+    arch_defaults = dict(qkv_bias=True, attn_type='B', topks=DENSE_TOPKS,
+                         value_branch_act=DENSE_VALUE_ACT)
+    arch_ignored = PyramidBackbone.arch_ignored | {'patch_size'}
+    per_stage_keys = ('embed_dims', 'num_heads', 'mlp_ratios', 'sr_ratios')
+    converter = QUADTREE_CONVERTER
+
+    def __init__(self, arch: Union[str, Mapping[str, Any]] = 'b2',
+                 attn_type: Optional[str] = None,
+                 topks: Optional[Sequence[int]] = None,
+                 value_branch_act: Optional[Union[str, dict]] = None,
+                 in_channels: int = 3, drop_path_rate: float = 0.1, **kwargs):
+        super().__init__(arch, **kwargs)
+        a = self.arch
+        for key, value in (('attn_type', attn_type), ('topks', topks),
+                           ('value_branch_act', value_branch_act)):
+            if value is not None:
+                a[key] = value
+        act = a['value_branch_act'] or DENSE_VALUE_ACT
+        act_cfg = dict(type=act) if isinstance(act, str) else dict(act)
+        levels = a['sr_ratios']
+        if len(a['topks']) < max(levels):
+            raise ValueError(f'QuadTree: topks {list(a["topks"])} has fewer entries '
+                             f'than the {max(levels)} quadtree levels (sr_ratios {levels})')
+        dims = a['embed_dims']
+        dpr = drop_path_schedule(a['depths'], drop_path_rate)
+        stages = []
+        for i, depth in enumerate(a['depths']):
+            patch_embed = OverlapPatchEmbed(
+                in_channels if i == 0 else dims[i - 1], dims[i],
+                kernel_size=7 if i == 0 else 3, stride=4 if i == 0 else 2)
+            blocks = [
+                TokenBlock(
+                    dims[i],
+                    QuadtreeAttention(dims[i], a['num_heads'][i], levels[i], topks=a['topks'],
+                                      attn_type=a['attn_type'], qkv_bias=a['qkv_bias'],
+                                      value_act_cfg=act_cfg),
+                    ConvFFN(dims[i], dims[i] * a['mlp_ratios'][i]),
+                    drop_path=dpr[i][j])
+                for j in range(depth)
+            ]
+            norm = build_norm_layer(dict(type='LN', eps=1e-6), dims[i])[1]
+            stages.append(PyramidStage(patch_embed, blocks, norm))
+        self.stages = nn.ModuleList(stages)
+        #: input sides are padded to a multiple of this (32 for the released
+        #: archs: stage ``i`` has stride ``4 * 2**i`` and ``sr_ratios[i]`` levels)
+        self.size_multiple = max(4 * 2**i * 2**(n - 1) for i, n in enumerate(levels))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h, w = x.shape[-2:]
+        pad_h, pad_w = -h % self.size_multiple, -w % self.size_multiple
+        if not (pad_h or pad_w):
+            return super().forward(x)
+        outs = super().forward(F.pad(x, (0, pad_w, 0, pad_h)))
+        crops = []
+        for i, out in zip(self.out_indices, outs):
+            stride = 4 * 2**i
+            crops.append(out[..., :-(-h // stride), :-(-w // stride)])
+        return tuple(crops)
