@@ -1,9 +1,11 @@
 """Evaluate a checkpoint with an mmdet, mmseg or mmpretrain config.
 
     python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--show-dir DIR]
-                         [--cfg-options k=v ...] [--launcher pytorch]
+                         [--trust-checkpoint] [--cfg-options k=v ...] [--launcher pytorch]
 
-The metrics are printed and written to <work_dir>/test_metrics.json.
+The checkpoint must fit the config's model exactly (a checkpoint of another
+family or variant is an error, not an evaluation of random weights).  The
+metrics are printed and written to <work_dir>/test_metrics.json.
 """
 import argparse
 import json
@@ -18,9 +20,11 @@ from mmengine.config import DictAction  # noqa: E402
 from mmengine.dist import is_main_process  # noqa: E402
 from mmengine.registry import RUNNERS  # noqa: E402
 from mmengine.runner import Runner  # noqa: E402
+from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 
+from vattn_mm.utils import trust_checkpoint  # noqa: E402
 from vattn_mm.utils.launch import (enable_visualization, load_config,  # noqa: E402
-                                   setup_distributed)
+                                   require_exact_checkpoint, setup_distributed)
 
 
 def parse_args() -> argparse.Namespace:
@@ -29,6 +33,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('checkpoint', help='checkpoint file')
     parser.add_argument('--work-dir', help='output folder (default: work_dirs/<config name>)')
     parser.add_argument('--show-dir', help='save visualised predictions in this folder')
+    parser.add_argument('--trust-checkpoint', action='store_true',
+                        help='allow full unpickling of CHECKPOINT (only for a trusted source)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config entries')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
@@ -38,12 +44,16 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+@record  # a failing rank's traceback shows in torchrun's summary
 def main() -> None:
     args = parse_args()
     if not osp.isfile(args.checkpoint):
         raise FileNotFoundError(f'checkpoint not found: {args.checkpoint}')
+    if args.trust_checkpoint:
+        trust_checkpoint(args.checkpoint)
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
     cfg.load_from = args.checkpoint
+    require_exact_checkpoint(cfg)
     if args.show_dir:
         enable_visualization(cfg, args.show_dir)
     setup_distributed(cfg)

@@ -1,7 +1,11 @@
 """Train a model from an mmdet, mmseg or mmpretrain config.
 
-    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp]
-                                 [--cfg-options k=v ...] [--launcher pytorch]
+    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]]
+                                 [--amp] [--amp-dtype {float16,bfloat16}]
+                                 [--trust-checkpoint FILE] [--cfg-options k=v ...]
+                                 [--launcher pytorch]
+
+Checkpoints are written atomically; ``--resume`` continues from the last one.
 """
 import argparse
 import os
@@ -13,7 +17,9 @@ import vattn_mm  # noqa: E402,F401  (registers backbones, safe checkpoint loadin
 from mmengine.config import DictAction  # noqa: E402
 from mmengine.registry import RUNNERS  # noqa: E402
 from mmengine.runner import Runner  # noqa: E402
+from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 
+from vattn_mm.utils import trust_checkpoint  # noqa: E402
 from vattn_mm.utils.launch import load_config, setup_distributed  # noqa: E402
 
 
@@ -23,7 +29,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('--work-dir', help='output folder (default: work_dirs/<config name>)')
     parser.add_argument('--resume', nargs='?', const='auto', default=None,
                         help='resume from CKPT, or from the latest checkpoint in the work dir')
-    parser.add_argument('--amp', action='store_true', help='automatic mixed precision')
+    parser.add_argument('--amp', action='store_true',
+                        help='automatic mixed precision (AmpOptimWrapper, float16 by default)')
+    parser.add_argument('--amp-dtype', choices=['float16', 'bfloat16'],
+                        help='mixed precision with this dtype (implies --amp)')
+    parser.add_argument('--trust-checkpoint', action='append', default=[], metavar='FILE',
+                        help='allow full unpickling of this one checkpoint file (repeatable); '
+                             'only for files from a trusted source')
     parser.add_argument('--auto-scale-lr', action='store_true',
                         help='scale the learning rate with the total batch size')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
@@ -35,12 +47,17 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+@record  # a failing rank's traceback shows in torchrun's summary
 def main() -> None:
     args = parse_args()
+    for path in args.trust_checkpoint:
+        trust_checkpoint(path)
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
-    if args.amp:
+    if args.amp or args.amp_dtype:
         cfg.optim_wrapper.type = 'AmpOptimWrapper'
         cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')
+        if args.amp_dtype:
+            cfg.optim_wrapper.dtype = args.amp_dtype
     if args.auto_scale_lr:
         if 'auto_scale_lr' not in cfg:
             raise ValueError('--auto-scale-lr needs `auto_scale_lr` in the config')

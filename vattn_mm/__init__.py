@@ -2,12 +2,15 @@
 
 Importing the package registers every backbone and layer in MMEngine's root
 ``MODELS`` registry, which mmdet, mmseg and mmpretrain all inherit from, and
-allow-lists the types OpenMMLab checkpoints hold for safe ``torch.load``.
+allow-lists the types OpenMMLab checkpoints hold for safe ``torch.load``
+(anything else only for files trusted explicitly), makes mmengine's
+checkpoint writes atomic and empty datasets fail clearly
+(:func:`vattn_mm.utils.harden_mmengine`).
 """
-from .utils import allow_openmmlab_checkpoints
+from .utils import harden_mmengine
 from .version import __version__
 
-allow_openmmlab_checkpoints()
+harden_mmengine()
 
 from . import backbones, checkpoint, layers  # noqa: E402,F401  (registration)
 

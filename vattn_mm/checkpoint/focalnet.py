@@ -15,10 +15,13 @@ centre exactly as the official detection loader
 (``detection/mmcv_custom/checkpoint.py``) does, which keeps the features
 unchanged.  A checkpoint kernel larger than the model's is left alone and so
 reported as a shape mismatch (the official loader crops it silently).
+:func:`crop_focal_kernels` undoes the padding when converting back to the
+official layout.
 """
 from __future__ import annotations
 
 import re
+from typing import Mapping, Sequence
 
 import torch.nn.functional as F
 
@@ -54,6 +57,38 @@ def pad_focal_kernels(sd: StateDict, model_sd: StateDict, notes: list) -> StateD
     return out
 
 
+_OFFICIAL_FOCAL_KERNEL = re.compile(r'\.modulation\.focal_layers\.\d+\.0\.weight$')
+
+
+def crop_focal_kernels(sd: StateDict, official_shapes: Mapping[str, Sequence[int]],
+                       notes: list) -> StateDict:
+    """Inverse of :func:`pad_focal_kernels` on official keys: kernels larger
+    than their recorded official shape are cropped at the centre when the
+    border is all zeros (padded, never trained); otherwise they stay at the
+    model's window size, as official dense checkpoints have them."""
+    out, cropped, kept = dict(sd), 0, []
+    for key, value in sd.items():
+        shape = official_shapes.get(key)
+        if shape is None or not _OFFICIAL_FOCAL_KERNEL.search(key) \
+                or tuple(shape) == tuple(value.shape):
+            continue
+        top, left = (value.shape[2] - shape[2]) // 2, (value.shape[3] - shape[3]) // 2
+        centre = value[:, :, top:top + shape[2], left:left + shape[3]]
+        if tuple(centre.shape) == tuple(shape) \
+                and value.count_nonzero() == centre.count_nonzero():
+            out[key] = centre.contiguous()
+            cropped += 1
+        else:
+            kept.append(key)
+    if cropped:
+        notes.append(f'FocalNet: cropped {cropped} zero-padded focal kernels back to the '
+                     'released window size.')
+    if kept:
+        notes.append(f'FocalNet: kept {len(kept)} focal kernels at the model\'s window size '
+                     f'(weights outside the released window), e.g. {kept[0]}.')
+    return out
+
+
 FOCALNET_CONVERTER = FamilyConverter(
     family='focalnet',
     keymap=KeyMap((
@@ -70,4 +105,5 @@ FOCALNET_CONVERTER = FamilyConverter(
     classification_only=(r'^head\.', r'^norm\.'),
     dense_only=(r'^stages\.\d+\.norm\.', ),
     adapt=pad_focal_kernels,
+    adapt_back=crop_focal_kernels,
 )

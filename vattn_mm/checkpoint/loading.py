@@ -8,7 +8,6 @@ checked key by key: a checkpoint that does not fit raises
 """
 from __future__ import annotations
 
-import os
 import pickle
 import re
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Callable, Mapping, Optional, Sequence
 import torch
 from torch import nn
 
+from ..utils.safe_load import UnreadableCheckpointError, load_checkpoint_file
 from .keymap import KeyMap
 
 StateDict = dict[str, torch.Tensor]
@@ -34,21 +34,12 @@ class CheckpointMismatchError(CheckpointError):
 
 def read_checkpoint(path: str) -> dict:
     """Load ``path`` on the CPU with ``weights_only=True`` (the allow-list
-    installed by :mod:`vattn_mm.utils.safe_load` covers OpenMMLab files)."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f'checkpoint file not found: {path!r}')
+    installed by :mod:`vattn_mm.utils.safe_load` covers OpenMMLab files;
+    anything else only loads for a file trusted explicitly)."""
     try:
-        obj = torch.load(path, map_location='cpu', weights_only=True)
-    except pickle.UnpicklingError as err:
-        raise CheckpointError(
-            f'{path!r} holds Python objects outside the safe-loading allow-list '
-            f'and was not loaded ({err}). If you trust this file, allow the '
-            'named class with torch.serialization.add_safe_globals([...]) or '
-            're-save its state dict with torch.save(sd, path).') from err
-    except (EOFError, RuntimeError, ValueError) as err:
-        raise CheckpointError(
-            f'{path!r} is not a readable PyTorch checkpoint (truncated or '
-            f'corrupt?): {err}') from err
+        obj = load_checkpoint_file(path)
+    except (pickle.UnpicklingError, UnreadableCheckpointError) as err:
+        raise CheckpointError(str(err)) from err
     if not isinstance(obj, Mapping):
         raise CheckpointError(
             f'{path!r} holds a {type(obj).__name__}, not a state dict')
@@ -116,6 +107,8 @@ class LoadReport:
 
 
 Adapter = Callable[[StateDict, StateDict, list], StateDict]
+#: ``fn(official_sd, official_shapes, notes) -> official_sd``
+BackAdapter = Callable[[StateDict, Mapping[str, Sequence[int]], list], StateDict]
 
 
 @dataclass
@@ -132,6 +125,10 @@ class FamilyConverter:
         adapt: optional ``fn(sd, model_sd, notes) -> sd`` that changes values
             to fit the model (e.g. zero-padding focal kernels), appending a
             sentence to ``notes`` for everything it did.
+        adapt_back: optional inverse of ``adapt`` for :meth:`ours_to_official`:
+            ``fn(official_sd, official_shapes, notes) -> official_sd`` gives
+            changed values back their official form (``official_shapes``:
+            the original shapes of tensors ``adapt`` re-shaped, if known).
     """
 
     family: str
@@ -139,6 +136,7 @@ class FamilyConverter:
     classification_only: Sequence[str] = ()
     dense_only: Sequence[str] = ()
     adapt: Optional[Adapter] = None
+    adapt_back: Optional[BackAdapter] = None
 
     def _matches(self, patterns: Sequence[str], key: str) -> bool:
         return any(re.search(p, key) for p in patterns)
@@ -148,8 +146,14 @@ class FamilyConverter:
         return {self.keymap.to_ours(k): v for k, v in sd.items()
                 if not self._matches(self.classification_only, k)}
 
-    def ours_to_official(self, sd: Mapping[str, torch.Tensor]) -> StateDict:
-        return {self.keymap.to_official(k): v for k, v in sd.items()}
+    def ours_to_official(self, sd: Mapping[str, torch.Tensor],
+                         official_shapes: Optional[Mapping[str, Sequence[int]]] = None,
+                         notes: Optional[list] = None) -> StateDict:
+        """Rename our state dict to official keys and undo ``adapt``."""
+        out = {self.keymap.to_official(k): v for k, v in sd.items()}
+        if self.adapt_back is not None:
+            out = self.adapt_back(out, official_shapes or {}, [] if notes is None else notes)
+        return out
 
     def match(self, sd: StateDict, model_sd: StateDict) -> tuple[StateDict, LoadReport]:
         """Convert ``sd`` (official or ours) for a model and report the fit."""

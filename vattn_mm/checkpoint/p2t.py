@@ -8,6 +8,9 @@ classifier ``head``; there are no stage output norms.
 """
 from __future__ import annotations
 
+import re
+from typing import Mapping, Sequence
+
 from .keymap import KeyMap
 from .loading import FamilyConverter, StateDict
 
@@ -39,9 +42,29 @@ def squeeze_pointwise_convs(sd: StateDict, model_sd: StateDict, notes: list) -> 
     return out
 
 
+_POINTWISE_FFN = re.compile(r'\.mlp\.fc[12]\.weight$')
+
+
+def unsqueeze_pointwise_convs(sd: StateDict, official_shapes: Mapping[str, Sequence[int]],
+                              notes: list) -> StateDict:
+    """Inverse of :func:`squeeze_pointwise_convs` on official keys: the IRB
+    ``mlp.fc1`` / ``mlp.fc2`` weights become 1x1-conv weights again."""
+    out, count = {}, 0
+    for key, value in sd.items():
+        if _POINTWISE_FFN.search(key) and value.dim() == 2:
+            value = value[:, :, None, None]
+            count += 1
+        out[key] = value
+    if count:
+        notes.append(f'Reshaped {count} linear FFN weights to the official 1x1-conv '
+                     'weights (IRB fc1/fc2).')
+    return out
+
+
 P2T_CONVERTER = FamilyConverter(
     family='p2t',
     keymap=KeyMap(P2T_RULES),
     classification_only=(r'^head\.', ),
     adapt=squeeze_pointwise_convs,
+    adapt_back=unsqueeze_pointwise_convs,
 )

@@ -57,6 +57,7 @@ class SpatialReductionAttention(nn.Module):
             self.sr = nn.Conv2d(embed_dims, embed_dims, sr_ratio, sr_ratio)
             self.act = nn.Identity()
         self.reduces = linear or sr_ratio > 1
+        self.window = 1 if linear else sr_ratio  # smallest map side the conv SR accepts
         if self.reduces:
             self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
 
@@ -64,6 +65,11 @@ class SpatialReductionAttention(nn.Module):
         """Tokens the keys and values are computed from."""
         if not self.reduces:
             return x
+        if min(hw) < self.window:
+            raise ValueError(
+                f'SpatialReductionAttention: a {hw[0]}x{hw[1]} map is smaller than its '
+                f'{self.window}x{self.window} spatial reduction (sr_ratio={self.window}); '
+                'the input image is too small for this stage, resize or pad it')
         y, _ = map_to_tokens(self.sr(self.pool(tokens_to_map(x, hw))))
         return self.act(self.norm(y))
 

@@ -14,7 +14,12 @@ from mmcv.ops import deform_conv2d
 from mmengine.registry import MODELS
 from torch import nn
 
+from ..utils.amp import float32_unless_native
 from .patch_embed import Size, map_to_tokens
+
+#: mmcv's kernels have no bfloat16 (nor CPU float16) version: under autocast
+#: the deformable convolution itself runs in float32
+_deform_conv2d = float32_unless_native(deform_conv2d)
 
 
 class BiasedDeformConv2d(nn.Module):
@@ -54,8 +59,8 @@ class BiasedDeformConv2d(nn.Module):
         x = x.contiguous()
         offset = self.conv_offset(x)
         # im2col over the whole batch: any batch size divides it
-        out = deform_conv2d(x, offset, self.weight, self.stride, self.padding,
-                            1, 1, 1, False, x.shape[0])
+        out = _deform_conv2d(x, offset, self.weight, self.stride, self.padding,
+                             1, 1, 1, False, x.shape[0])
         return out + self.bias.to(out.dtype).view(1, -1, 1, 1)
 
 

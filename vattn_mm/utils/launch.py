@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import os.path as osp
+from datetime import timedelta
 from typing import Any, Optional
 
 import torch
@@ -49,17 +50,22 @@ def setup_distributed(cfg: Config) -> None:
 
     On GPU nodes MMEngine's defaults (NCCL, one device per process) are kept.
     Without a GPU the backend is gloo, DDP wraps the CPU model without device
-    ids, and SyncBN (CUDA only) becomes BN, said in the log.
+    ids, and SyncBN (CUDA only) becomes BN, said in the log.  On both,
+    ``env_cfg.dist_cfg.timeout`` (seconds) bounds every collective: a rank
+    that hangs makes the others fail after that time instead of waiting.
     """
     if cfg.launcher == 'none' or torch.cuda.is_available():
         return
     cfg.env_cfg = ConfigDict(cfg.get('env_cfg', {}))
-    cfg.env_cfg.dist_cfg = dict(backend='gloo')
+    cfg.env_cfg.dist_cfg = dict(cfg.env_cfg.get('dist_cfg', {}), backend='gloo')
     if not dist.is_initialized():
         if 'RANK' not in os.environ:
             raise RuntimeError(f'--launcher {cfg.launcher} needs the torchrun environment '
                                '(RANK, WORLD_SIZE, MASTER_ADDR, ...): use tools/dist_train.sh')
-        dist.init_process_group(backend='gloo')
+        timeout = cfg.env_cfg.dist_cfg.get('timeout')
+        dist.init_process_group(
+            backend='gloo',
+            **({} if timeout is None else dict(timeout=timedelta(seconds=timeout))))
     cfg.model_wrapper_cfg = dict(
         type='MMDistributedDataParallel', device_ids=None, broadcast_buffers=False,
         find_unused_parameters=cfg.get('find_unused_parameters', False))
@@ -84,3 +90,12 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
         cfg.visualizer['save_dir'] = show_dir
     else:  # mmdet
         hook.update(draw=True, test_out_dir=show_dir)
+
+
+def require_exact_checkpoint(cfg: Config) -> None:
+    """Make ``cfg.load_from`` fail unless it fits the model exactly
+    (:class:`~vattn_mm.utils.exact_load.ExactCheckpointHook`)."""
+    hooks = list(cfg.get('custom_hooks', []))
+    if not any(h.get('type') == 'ExactCheckpointHook' for h in hooks):
+        hooks.append(dict(type='ExactCheckpointHook'))
+    cfg.custom_hooks = hooks

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Training on a Slurm cluster, one task per GPU (mmdet-style):
+#   [GPUS=16] [GPUS_PER_NODE=8] [CPUS_PER_TASK=5] [SRUN_ARGS="..."] \
+#   tools/slurm_train.sh PARTITION JOB_NAME CONFIG WORK_DIR [train.py args, e.g. --resume]
+# GPUS is the total over all nodes; Slurm places GPUS/GPUS_PER_NODE nodes.
+# A task that fails ends the whole job (--kill-on-bad-exit).
+set -euo pipefail
+if [ $# -lt 4 ]; then
+  echo "usage: $0 PARTITION JOB_NAME CONFIG WORK_DIR [train.py args]" >&2
+  exit 2
+fi
+PARTITION=$1
+JOB_NAME=$2
+CONFIG=$3
+WORK_DIR=$4
+GPUS=${GPUS:-8}
+GPUS_PER_NODE=${GPUS_PER_NODE:-$(( GPUS < 8 ? GPUS : 8 ))}
+CPUS_PER_TASK=${CPUS_PER_TASK:-5}
+SRUN_ARGS=${SRUN_ARGS:-""}
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PYTHON=${PYTHON:-$( [ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || echo python)}
+
+# shellcheck disable=SC2086  # SRUN_ARGS holds several options
+PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
+exec srun -p "$PARTITION" --job-name="$JOB_NAME" \
+    --gres=gpu:"$GPUS_PER_NODE" --ntasks="$GPUS" --ntasks-per-node="$GPUS_PER_NODE" \
+    --cpus-per-task="$CPUS_PER_TASK" --kill-on-bad-exit=1 $SRUN_ARGS \
+    "$PYTHON" -u "$ROOT/tools/train.py" "$CONFIG" --work-dir="$WORK_DIR" --launcher slurm "${@:5}"
