@@ -1,0 +1,82 @@
+"""Convert backbone checkpoints between the official layouts and vattn-mm.
+
+    # official released ImageNet checkpoint -> vattn-mm backbone checkpoint
+    python tools/convert_checkpoint.py pvt_v2_b2.pth pvtv2_b2_vattn.pth --family pvtv2 --arch b2
+    # vattn-mm (backbone file, or a whole detector / segmentor checkpoint) -> official keys
+    python tools/convert_checkpoint.py work_dirs/x/epoch_12.pth pvt_v2_b2_det.pth \\
+        --to official --family pvtv2
+
+--arch is checked: the backbone is built on the meta device and the family's
+converter must match every key, otherwise the error names the missing /
+unexpected / mis-shaped keys.  A file converted from an official release keeps
+the classifier keys the backbone does not use (head.*, final norm) and the
+release's wrapper, so converting it back restores the release exactly.
+"""
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import vattn_mm  # noqa: E402,F401  (registers the backbones, safe loading)
+from vattn_mm.checkpoint import CheckpointError  # noqa: E402
+from vattn_mm.checkpoint.convert import (CONVERTERS, convert_official_file,  # noqa: E402
+                                         convert_to_official_file, parse_arch_arg)
+
+EPILOG = """\
+Values that change: P2T's 1x1-conv FFN weights become linear weights (and back).
+FocalNet: with an --arch whose focal windows are larger than the release's
+(the dense variants, e.g. tiny_srf: 9 vs 3) the kernels are zero-padded at the
+centre, which keeps the features; --to official crops them back to the released
+size when the file records it (files written by this tool) and the cropped border
+is zero, and otherwise writes them at the model's window size, which the official
+detection / segmentation code loads and the official classification code does not.
+Dense-only tensors (e.g. LITv2 / FocalNet / DilateFormer output norms) have no
+official ImageNet counterpart: --to official keeps them (FocalNet as the official
+dense norm0..norm3) unless --drop-dense-only.
+"""
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0], epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('src', help='input checkpoint')
+    parser.add_argument('out', help='output checkpoint (never the input)')
+    parser.add_argument('--to', choices=['vattn', 'official'], default='vattn',
+                        help='direction (default: official -> vattn)')
+    parser.add_argument('--family', choices=sorted(CONVERTERS),
+                        help='backbone family (--to official: default from the file)')
+    parser.add_argument('--arch', type=parse_arch_arg,
+                        help="variant name (e.g. b2) or a dict literal of official "
+                             "hyper-parameters; required for --to vattn")
+    parser.add_argument('--drop-dense-only', action='store_true',
+                        help='--to official: drop dense-only tensors')
+    parser.add_argument('--overwrite', action='store_true', help='replace an existing OUT')
+    args = parser.parse_args(argv)
+    if args.to == 'vattn' and (args.family is None or args.arch is None):
+        parser.error('official -> vattn needs --family and --arch')
+    return args
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    if args.to == 'vattn':
+        conv = convert_official_file(args.src, args.out, args.family, args.arch,
+                                     args.overwrite)
+        print(f'{len(conv.state_dict)} backbone tensors written to {args.out}; kept '
+              f'{len(conv.official_only)} official-only tensors '
+              f'({", ".join(sorted(conv.official_only)) or "none"}) for --to official')
+        notes = conv.notes
+    else:
+        notes = convert_to_official_file(args.src, args.out, args.family, args.arch,
+                                         args.drop_dense_only, args.overwrite)
+        print(f'official {args.family or "(recorded family)"} checkpoint written to {args.out}')
+    for note in notes:
+        print(note)
+
+
+if __name__ == '__main__':
+    try:
+        main()
+    except (CheckpointError, FileExistsError, FileNotFoundError, ValueError) as err:
+        sys.exit(f'error: {err}')

@@ -1,0 +1,253 @@
+"""Export a vattn-mm backbone as an mmpretrain ``ImageClassifier``.
+
+Sources: a trained vattn-mm detector / segmentor checkpoint with its config,
+or an official released ImageNet checkpoint.  The classifier is the same
+registered backbone with ``out_indices=(last stage,)``, a
+``GlobalAveragePooling`` neck and a ``LinearClsHead``.
+
+Every official ImageNet classifier of the six families computes
+``head(mean over tokens of final_norm(last-stage tokens))`` (PVTv2 / QuadTree:
+``norm4``; LITv2 / FocalNet / DilateFormer: ``norm``; P2T: no norm).  That
+final norm is the last stage's output norm of our backbone (PVTv2 / QuadTree
+already hold it; for the others it goes into the dense output-norm slot with
+the same LayerNorm eps), so GAP + linear head reproduce the official logits.
+"""
+from __future__ import annotations
+
+import copy
+import inspect
+import os.path as osp
+import re
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Optional
+
+import torch
+from torch import nn
+
+from .convert import (Arch, build_backbone, check_output, family_of_backbone,
+                      get_converter, match_backbone, official_to_vattn, save_checkpoint, save_text)
+from .loading import CheckpointError, StateDict, extract_state_dict, read_checkpoint
+
+CLS_BASES = ('mmpretrain::_base_/datasets/imagenet_bs64_swin_224.py',
+             'mmpretrain::_base_/default_runtime.py')
+#: dense-training settings that make no sense for a classifier
+_DENSE_ONLY_ARGS = ('init_cfg', 'frozen_stages', 'norm_eval')
+
+
+@dataclass
+class ClassifierExport:
+    """An mmpretrain classifier config and the weights that go with it."""
+
+    model: dict
+    num_classes: int
+    state_dict: StateDict
+    source: str
+    has_head: bool
+    notes: list[str] = field(default_factory=list)
+    #: backbone parameters the classifier never uses (DDP then needs
+    #: ``find_unused_parameters=True``)
+    unused: list[str] = field(default_factory=list)
+
+
+def last_stage_channels(backbone: nn.Module) -> int:
+    """Channels of the last stage (its blocks' ``norm2`` width)."""
+    return backbone.stages[-1].blocks[-1].norm2.normalized_shape[-1]
+
+
+def classifier_model(backbone_cfg: dict, in_channels: int, num_classes: int) -> dict:
+    """``ImageClassifier`` = backbone + GAP + linear head."""
+    return dict(
+        type='ImageClassifier',
+        backbone=backbone_cfg,
+        neck=dict(type='GlobalAveragePooling'),
+        head=dict(type='LinearClsHead', num_classes=num_classes, in_channels=in_channels,
+                  loss=dict(type='CrossEntropyLoss', loss_weight=1.0),
+                  topk=(1, 5) if num_classes >= 5 else (1, )))
+
+
+def build_classifier(model_cfg: dict, device: str = 'meta') -> nn.Module:
+    """Build ``model_cfg`` from mmpretrain's registry on ``device``."""
+    from mmengine.registry import DefaultScope
+    from mmpretrain.registry import MODELS
+    with DefaultScope.overwrite_default_scope('mmpretrain'), torch.device(device):
+        return MODELS.build(copy.deepcopy(model_cfg))
+
+
+def _init_values(model: nn.Module, keys: set[str]) -> StateDict:
+    """Initial values of ``keys`` (dense-only norms the source lacks):
+    their modules are materialised and reset, nothing else."""
+    values = {}
+    for owner in sorted({k.rsplit('.', 1)[0] for k in keys}):
+        module = model.get_submodule(owner).to_empty(device='cpu')
+        if not hasattr(module, 'reset_parameters'):
+            raise CheckpointError(f'cannot initialise {owner} ({type(module).__name__})')
+        with torch.no_grad():
+            module.reset_parameters()
+        values.update({f'{owner}.{k}': v for k, v in module.state_dict().items()})
+    return {k: values[k] for k in keys}
+
+
+def complete_state_dict(model_cfg: dict, sd: StateDict, fill: set[str],
+                        has_head: bool) -> StateDict:
+    """Check ``sd`` against the classifier built from ``model_cfg`` and add
+    the initial values of the ``fill`` keys, so the result loads strictly
+    (``head.*`` may be absent when ``has_head`` is False)."""
+    model = build_classifier(model_cfg)
+    model_sd = model.state_dict()
+    missing = model_sd.keys() - sd.keys()
+    allowed = fill if has_head else fill | {k for k in missing if k.startswith('head.')}
+    problems = [f'{name}: {sorted(keys)[:12]}' for name, keys in (
+        ('missing', missing - allowed), ('unexpected', sd.keys() - model_sd.keys()),
+        ('mis-shaped', {k for k in sd.keys() & model_sd.keys()
+                        if sd[k].shape != model_sd[k].shape})) if keys]
+    if problems:
+        raise CheckpointError('exported weights do not fit the classifier: '
+                              + '; '.join(problems))
+    return {**sd, **_init_values(model, missing & fill)}
+
+
+def unused_output_norms(family: str, backbone_keys: Iterable[str], last: int) -> list[str]:
+    """Dense-only output norms of the stages before ``last``: computed by the
+    backbone but not part of the classifier's output."""
+    patterns = get_converter(family).converter.dense_only
+    return sorted(f'backbone.{k}' for k in backbone_keys if not k.startswith(f'stages.{last}.')
+                  and any(re.search(p, k) for p in patterns))
+
+
+def _backbone_defaults(backbone_type: str) -> dict:
+    from mmengine.registry import MODELS
+    params = inspect.signature(MODELS.get(backbone_type).__init__).parameters
+    return {'arch': params['arch'].default}
+
+
+def export_official(src: str, family: str, arch: Arch,
+                    num_classes: Optional[int] = None) -> ClassifierExport:
+    """An official ImageNet checkpoint -> classifier computing the official
+    logits (backbone in the classification settings of ``family``)."""
+    spec = get_converter(family)
+    sd = extract_state_dict(read_checkpoint(src))
+    arch_updates, kwargs = spec.classifier_settings(sd)
+    if arch_updates:
+        from mmengine.registry import MODELS
+        arch = {**MODELS.get(spec.backbone).parse_arch(arch)[1], **arch_updates}
+    backbone = build_backbone(family, arch, **kwargs)
+    last = backbone.num_stages - 1
+    conv = official_to_vattn(sd, family, arch, **kwargs)
+    extra = dict(conv.official_only)
+    weights = {f'backbone.{k}': v for k, v in conv.state_dict.items()}
+    if spec.classifier_norm is not None:
+        for name in ('weight', 'bias'):
+            key = spec.classifier_norm + name
+            if key not in extra:
+                raise CheckpointError(f'{src!r} has no classifier norm {key!r}')
+            weights[f'backbone.stages.{last}.norm.{name}'] = extra.pop(key)
+    has_head = 'head.weight' in extra
+    if has_head:
+        weights.update({f'head.fc.{n}': extra.pop(f'head.{n}') for n in ('weight', 'bias')})
+        classes = weights['head.fc.weight'].shape[0]
+        if num_classes not in (None, classes):
+            raise ValueError(f'{src!r} has a {classes}-class head, not {num_classes} classes')
+        num_classes = classes
+    if extra:
+        raise CheckpointError(f'{src!r}: official keys with no place in the classifier: '
+                              f'{sorted(extra)[:12]}')
+    model = classifier_model(
+        dict(type=spec.backbone, arch=arch, out_indices=(last, ), **kwargs),
+        last_stage_channels(backbone), num_classes or 1000)
+    fill = {f'backbone.{k}' for k in conv.dense_only}
+    return ClassifierExport(model, num_classes or 1000,
+                            complete_state_dict(model, weights, fill, has_head),
+                            f'official {family} checkpoint {osp.basename(src)}', has_head,
+                            conv.notes, unused_output_norms(family, backbone.state_dict(), last))
+
+
+def export_trained(src: str, config: str, num_classes: int = 1000) -> ClassifierExport:
+    """A vattn-mm detector / segmentor checkpoint + its config -> classifier
+    with the same backbone weights (the linear head starts untrained)."""
+    from mmengine.config import Config
+    cfg = Config.fromfile(config)
+    backbone_cfg = cfg.get('model', {}).get('backbone')
+    if backbone_cfg is None:
+        raise ValueError(f'{config!r} has no model.backbone')
+    backbone_cfg = {k: v for k, v in backbone_cfg.to_dict().items()
+                    if k not in _DENSE_ONLY_ARGS}
+    family = family_of_backbone(backbone_cfg['type'])
+    backbone_cfg = {**_backbone_defaults(backbone_cfg['type']), **backbone_cfg}
+    kwargs = {k: v for k, v in backbone_cfg.items() if k not in ('type', 'arch', 'out_indices')}
+    backbone = build_backbone(family, backbone_cfg['arch'], **kwargs)
+    last = backbone.num_stages - 1
+    backbone_cfg['out_indices'] = (last, )
+    sd = extract_state_dict(read_checkpoint(src), prefix='backbone.')
+    ours, report = match_backbone(sd, family, backbone_cfg['arch'], False, **kwargs)
+    weights = {f'backbone.{k}': ours[k] for k in report.loaded}
+    model = classifier_model(backbone_cfg, last_stage_channels(backbone), num_classes)
+    fill = {f'backbone.{k}' for k in report.dense_only}
+    return ClassifierExport(model, num_classes,
+                            complete_state_dict(model, weights, fill, has_head=False),
+                            f'vattn-mm checkpoint {osp.basename(src)} (config '
+                            f'{osp.basename(config)})', False, report.notes,
+                            unused_output_norms(family, backbone.state_dict(), last))
+
+
+# ----------------------------------------------------------------- writing
+def format_value(value: Any, indent: int = 0, column: Optional[int] = None,
+                 width: int = 88) -> str:
+    """Python source for a config value starting at ``column`` of a line
+    indented by ``indent``: ``dict(k=v)`` calls, split one entry per line
+    when they do not fit in ``width``."""
+    column = indent if column is None else column
+    if isinstance(value, dict) and all(isinstance(k, str) and k.isidentifier() for k in value):
+        items = [(f'{k}=', v) for k, v in value.items()]
+        opening, closing = 'dict(', ')'
+    elif isinstance(value, (list, tuple)):
+        items = [('', v) for v in value]
+        opening, closing = ('[', ']') if isinstance(value, list) else ('(', ')')
+    else:
+        return repr(value)
+    single = isinstance(value, tuple) and len(value) == 1
+    inline = opening + ', '.join(k + format_value(v) for k, v in items) \
+        + (', )' if single else closing)
+    if column + len(inline) <= width or not items:
+        return inline
+    pad = ' ' * (indent + 4)
+    body = ''.join(f'{pad}{k}{format_value(v, indent + 4, indent + 4 + len(k), width)},\n'
+                   for k, v in items)
+    return f'{opening}\n{body}{" " * indent}{closing}'
+
+
+def config_text(export: ClassifierExport) -> str:
+    """The mmpretrain config file of ``export``."""
+    topk = export.model['head']['topk']
+    entries = dict(
+        custom_imports=dict(imports=['vattn_mm'], allow_failed_imports=False),
+        data_preprocessor=dict(num_classes=export.num_classes),
+        model=export.model,
+        val_evaluator=dict(type='Accuracy', topk=topk))
+    lines = ['# mmpretrain ImageClassifier exported by tools/export_to_mmpretrain.py from the',
+             f'# {export.source}' + ('' if export.has_head else
+                                       ' (no ImageNet head: the linear head is untrained)'),
+             '_base_ = ' + format_value(list(CLS_BASES)),
+             *(f'{k} = {format_value(v, 0, len(k) + 3)}' for k, v in entries.items()),
+             'test_evaluator = val_evaluator']
+    if export.unused:
+        lines += ['# the output norms of the earlier stages are not used by the classifier',
+                  'find_unused_parameters = True']
+    return '\n'.join(lines) + '\n'
+
+
+def write_export(export: ClassifierExport, out_dir: str, name: str,
+                 overwrite: bool = False, source: Optional[str] = None) -> tuple[str, str]:
+    """Write ``<out_dir>/<name>.py`` and ``<name>.pth`` atomically; returns
+    their paths."""
+    meta: dict[str, Any] = dict(vattn_mm=dict(exported_from=export.source, notes=export.notes))
+    if export.has_head and export.num_classes == 1000:
+        from mmpretrain.datasets.categories import IMAGENET_CATEGORIES
+        meta['dataset_meta'] = dict(classes=list(IMAGENET_CATEGORIES))
+    cfg_path = osp.join(out_dir, f'{name}.py')
+    ckpt_path = osp.join(out_dir, f'{name}.pth')
+    for path in (cfg_path, ckpt_path):  # before writing either
+        check_output(path, source, overwrite)
+    save_text(config_text(export), cfg_path, source, overwrite)
+    save_checkpoint({'state_dict': export.state_dict, 'meta': meta}, ckpt_path, source,
+                    overwrite)
+    return osp.abspath(cfg_path), osp.abspath(ckpt_path)
