@@ -43,6 +43,15 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def atomic_write(path: Union[str, Path], data: bytes) -> None:
     """Write ``data`` to ``path`` so that ``path`` holds either its old
     content or all of ``data``, never a part of it, even after a crash."""
@@ -55,6 +64,7 @@ def atomic_write(path: Union[str, Path], data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give a plain file's mode
         os.replace(tmp, path)
     except BaseException:
         if osp.exists(tmp):
