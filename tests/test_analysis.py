@@ -1,0 +1,140 @@
+"""The analysis tools: tools/analysis/get_flops.py on configs and backbones,
+tools/analysis/benchmark.py on a micro backbone (one real run) and its
+reports."""
+import csv
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from vattn_mm.analysis import spec_complexity
+from vattn_mm.analysis.benchmark import (Case, Row, markdown, parse_shape, plot, read_csv,
+                                         run_case, write_csv)
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO_CONFIG = ROOT / 'configs' / 'demo' / 'pvtv2_b0_upernet_demo.py'
+
+
+def _tool(name):
+    spec = importlib.util.spec_from_file_location(name, ROOT / 'tools' / 'analysis' / f'{name}.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_get_flops_on_a_config(capsys):
+    assert _tool('get_flops').main([str(DEMO_CONFIG), '--shape', '64', '--depth', '1']) == 0
+    out = capsys.readouterr().out
+    cx = spec_complexity(str(DEMO_CONFIG), (64, 64))
+    assert f'Params: {cx.params / 1e6:.2f} M' in out
+    assert f'FLOPs (multiply-adds): {cx.macs / 1e9:.3f} G' in out
+    # the segmentor's inference parts are listed and add up (the auxiliary
+    # head only runs in training)
+    parts = ['EncoderDecoder.backbone', 'EncoderDecoder.decode_head']
+    assert all(p in out for p in parts) and 'auxiliary_head' not in out
+    assert sum(cx.by_module[p] for p in parts) == cx.macs
+    assert cx.by_module['EncoderDecoder.backbone'] == spec_complexity('PVTv2:b0', (64, 64)).macs
+
+
+def test_get_flops_on_a_backbone_paper_convention(capsys):
+    assert _tool('get_flops').main(['PVTv2:b2', '--imagenet']) == 0
+    out = capsys.readouterr().out
+    assert 'Params: 25.36 M' in out and 'FLOPs (multiply-adds): 4.027 G' in out
+    assert '1x3x224x224' in out
+
+
+def test_get_flops_rejects_bad_input(capsys):
+    with pytest.raises(SystemExit):
+        _tool('get_flops').main([])
+    with pytest.raises(SystemExit):
+        _tool('get_flops').main(['PVTv2:b0', '--shape', '1', '2', '3'])
+    assert _tool('get_flops').main([str(DEMO_CONFIG), '--imagenet']) == 2
+    assert '(--imagenet) applies to backbone specs' in capsys.readouterr().err
+    assert _tool('get_flops').main(['Swin:tiny']) == 2
+    assert "unknown backbone family 'Swin'" in capsys.readouterr().err
+
+
+def test_benchmark_tool_on_a_micro_backbone(tmp_path, capsys):
+    """One real run per mode (tiny arch, 64x64, one iteration): the CSV,
+    markdown table and plot are written and the numbers are sane."""
+    rc = _tool('benchmark').main(['PVTv2:b0', '--shapes', '64x64', '--iters', '1',
+                                  '--warmup', '0', '--threads', '1', '--no-progress',
+                                  '--out-dir', str(tmp_path), '--name', 'micro'])
+    assert rc == 0
+    with open(tmp_path / 'micro.csv') as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row['target'], row['shape'], row['device'], row['error']) == \
+        ('PVTv2:b0', '64x64', 'cpu', '')
+    cx = spec_complexity('PVTv2:b0', (64, 64))
+    assert float(row['gmacs']) == pytest.approx(cx.macs / 1e9)
+    for key in ('fwd_ms', 'train_ms', 'mm_gflops'):
+        assert float(row[key]) > 0
+    assert float(row['img_per_s']) == pytest.approx(1e3 / float(row['fwd_ms']))
+    assert 0 < float(row['fwd_frac_peak']) < 1.5
+    assert float(row['fwd_peak_mib']) >= 0 and float(row['train_peak_mib']) > 0
+    assert row['threads'] == '1' and float(row['load1']) >= 0
+    table = (tmp_path / 'micro.md').read_text()
+    assert table.splitlines()[0].startswith('| model | input |') and '| PVTv2:b0 | 64x64 |' in table
+    assert table in capsys.readouterr().out
+    png = (tmp_path / 'micro.png').read_bytes()
+    assert png[:4] == b'\x89PNG' and len(png) < 200_000
+
+
+def test_failed_case_names_the_case():
+    with pytest.raises(RuntimeError, match=r'PVTv2:b9 64x64 fwd failed[\s\S]*PVTv2 has no arch'):
+        run_case(Case('PVTv2:b9', (64, 64), iters=1, warmup=0))
+
+
+def _row(target, shape, ms, peak, frac):
+    return Row(target, shape, 'cpu', 'fp32', 25.4, 30.0, fwd_ms=ms, img_per_s=1e3 / ms,
+               fwd_peak_mib=peak, fwd_frac_peak=frac)
+
+
+def test_report_table_and_plot(tmp_path):
+    rows = [_row('PVTv2:b2', '512x512', 400, 150, 0.5),
+            _row('PVTv2:b2', '800x1344', 1500, 600, 0.45),
+            _row('P2T:small', '512x512', 380, 160, 0.55),
+            Row('P2T:small', '800x1344', 'cpu', 'fp32', 25.4, 30.0, error='fwd: out of memory')]
+    table = markdown(rows)
+    lines = table.splitlines()
+    assert len([line for line in lines if line.startswith('| ')]) == 5
+    assert 'train step' not in lines[0]                 # no training data, no column
+    assert '| P2T:small | 800x1344 | 25.4 | 30 | - |' in table
+    assert lines[-1] == '- P2T:small 800x1344: fwd: out of memory'
+    plot(rows, tmp_path / 'plot.png', 'test')
+    assert (tmp_path / 'plot.png').stat().st_size > 10_000
+
+
+def test_merge_runs(tmp_path, capsys):
+    """A forward-only and a training-only run combine into one report."""
+    fwd = _row('PVTv2:b2', '512x512', 400, 150, 0.5)
+    train = Row('PVTv2:b2', '512x512', 'cpu', 'fp32', 25.4, 30.0, train_ms=1200.,
+                train_peak_mib=900., train_frac_peak=0.4, mm_gflops=80., load1=1.5)
+    write_csv([fwd], tmp_path / 'fwd.csv')
+    write_csv([train, _row('P2T:small', '512x512', 380, 160, 0.55)], tmp_path / 'train.csv')
+    tool = _tool('benchmark')
+    assert tool.main(['--merge', str(tmp_path / 'fwd.csv'), str(tmp_path / 'train.csv'),
+                      '--out-dir', str(tmp_path), '--name', 'all']) == 0
+    rows = read_csv(tmp_path / 'all.csv')
+    assert [(r.target, r.fwd_ms, r.train_ms) for r in rows] == \
+        [('PVTv2:b2', 400., 1200.), ('P2T:small', 380., None)]
+    assert (tmp_path / 'all.png').is_file() and '| 1200 | 900 | 40% |' in capsys.readouterr().out
+    with pytest.raises(SystemExit):          # would overwrite an input
+        tool.main(['--merge', str(tmp_path / 'all.csv'), '--out-dir', str(tmp_path),
+                   '--name', 'all'])
+    with pytest.raises(SystemExit):          # measure or merge, not both
+        tool.main(['PVTv2:b0', '--merge', str(tmp_path / 'fwd.csv')])
+
+
+@pytest.mark.parametrize('text,shape', [('800x1344', (800, 1344)), ('512', (512, 512)),
+                                        ('64X96', (64, 96))])
+def test_parse_shape(text, shape):
+    assert parse_shape(text) == shape
+
+
+@pytest.mark.parametrize('text', ['800x', 'axb', '0x10', '1x2x3'])
+def test_parse_shape_rejects(text):
+    with pytest.raises(ValueError, match='bad input size'):
+        parse_shape(text)

@@ -1,0 +1,100 @@
+"""Inference / training-step latency, throughput, peak memory and fraction of
+the machine's matmul peak of backbones or whole configs at several input sizes.
+
+    python tools/analysis/benchmark.py PVTv2:b2 P2T:small --shapes 512x512 800x1344
+    python tools/analysis/benchmark.py configs/pvtv2_b2_retinanet_coco.py --modes fwd
+    python tools/analysis/benchmark.py PVTv2:b2 --device cuda --dtype bf16
+    python tools/analysis/benchmark.py --merge fwd.csv train.csv --name all   # combine runs
+
+Batch 1.  Each (model, size, mode) runs in a fresh process: warm-up, then
+``--iters`` timed iterations (median reported); peak memory is the process's
+high-water mark during them minus the memory before (CPU: VmHWM after a
+``/proc/self/clear_refs`` reset; CUDA: ``max_memory_allocated``); the matmul
+peak is ``torch.mm`` 2048x2048 GFLOP/s measured in the same process.  Writes
+``<out-dir>/<name>.csv``, ``.md`` and ``.png`` (throughput, memory and
+fraction of peak vs input size).  Details: ``vattn_mm/analysis/benchmark.py``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from vattn_mm.analysis.benchmark import (DTYPES, MODES, benchmark, markdown,  # noqa: E402
+                                         merge_rows, parse_shape, plot, read_csv, write_csv)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Benchmark backbones or configs')
+    parser.add_argument('targets', nargs='*',
+                        help='configs and/or backbones as Family:arch (e.g. PVTv2:b2)')
+    parser.add_argument('--merge', nargs='+', metavar='CSV',
+                        help='measure nothing: combine the rows of earlier runs\' CSV files '
+                             '(e.g. a forward-only and a training-only run) into one report')
+    parser.add_argument('--shapes', nargs='+', default=['512x512', '800x1344'],
+                        help='input sizes HxW (default 512x512 800x1344)')
+    parser.add_argument('--modes', nargs='+', choices=MODES, default=list(MODES),
+                        help='fwd: inference; train: forward + backward')
+    parser.add_argument('--device', default='cpu', help='cpu, cuda or cuda:N')
+    parser.add_argument('--dtype', choices=DTYPES, default='fp32',
+                        help='fp16 / bf16 run under autocast')
+    parser.add_argument('--warmup', type=int, default=2, help='untimed iterations first')
+    parser.add_argument('--iters', type=int, default=5, help='timed iterations')
+    parser.add_argument('--threads', type=int, default=None,
+                        help='torch threads (default: torch default, all cores)')
+    parser.add_argument('--with-cp', action='store_true',
+                        help='activation checkpointing in the backbone')
+    parser.add_argument('--out-dir', default='work_dirs/benchmark', help='output folder')
+    parser.add_argument('--name', default='benchmark', help='output file stem')
+    parser.add_argument('--title', default='', help='plot title')
+    parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    args = parser.parse_args(argv)
+    if bool(args.targets) == bool(args.merge):
+        parser.error('give the models to measure, or --merge CSV files (not both)')
+    missing = [p for p in args.merge or [] if not Path(p).is_file()]
+    if missing:
+        parser.error(f'--merge: no such file(s): {missing}')
+    target_csv = (Path(args.out_dir) / f'{args.name}.csv').resolve()
+    if any(Path(p).resolve() == target_csv for p in args.merge or []):
+        parser.error(f'--merge would overwrite its input {target_csv}; choose another --name')
+    try:
+        args.shapes = [parse_shape(s) for s in args.shapes]
+    except ValueError as err:
+        parser.error(str(err))
+    if args.warmup < 0 or args.iters < 1:
+        parser.error('--warmup must be >= 0 and --iters >= 1')
+    if args.device.startswith('cuda'):
+        import torch
+        if not torch.cuda.is_available():
+            parser.error('--device cuda but no CUDA device is available')
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / f'{args.name}.csv'
+    if args.merge:
+        rows = merge_rows(row for path in args.merge for row in read_csv(Path(path)))
+        write_csv(rows, csv_path)
+    else:
+        done = []
+
+        def save(row) -> None:            # after every (model, size): nothing is lost
+            done.append(row)
+            write_csv(done, csv_path)
+        rows = benchmark(args.targets, args.shapes, args.modes, progress=not args.no_progress,
+                         on_row=save, device=args.device, dtype=args.dtype, warmup=args.warmup,
+                         iters=args.iters, threads=args.threads, with_cp=args.with_cp)
+    table = markdown(rows)
+    (out / f'{args.name}.md').write_text(table + '\n')
+    plot(rows, out / f'{args.name}.png', args.title)
+    print(table)
+    print(f'\nwritten: {out / args.name}.csv, .md, .png')
+    return 1 if any(r.error for r in rows) else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,432 @@
+"""Latency, throughput, peak memory and fraction of the machine's matmul peak
+of a backbone or a whole config (``tools/analysis/benchmark.py``).
+
+Every case (target, input size, mode) runs in a fresh interpreter
+(``python -m vattn_mm.analysis.benchmark --worker JSON``) so that peaks do
+not mix:
+
+* the model is built, the input created and ``warmup`` iterations run;
+* the peak mark is reset: CPU: ``/proc/self/clear_refs`` lowers the process's
+  high-water mark (``VmHWM``, what ``ru_maxrss`` reports for it) to the current
+  resident size, glibc serving big blocks with ``mmap`` so that freed memory
+  leaves the resident set at once; CUDA: ``torch.cuda.reset_peak_memory_stats``;
+* ``iters`` timed iterations (synchronised on CUDA); the reported latency is
+  their median, the peak memory is the high-water mark during them minus the
+  memory at the reset (weights, input and allocator caches excluded, every
+  transient buffer and, for training, the gradients included);
+* ``torch.mm`` of two 2048x2048 matrices of the run's dtype, timed in the same
+  process right before, gives the machine's matmul peak (GFLOP/s, best of 5).
+
+Modes: ``fwd`` = eval-mode forward under ``torch.no_grad``; ``train`` =
+train-mode forward + backward of the sum of the outputs (no optimizer step).
+Fraction of peak = ``2 * MACs / latency`` over the matmul GFLOP/s, with the
+MACs from :func:`~vattn_mm.analysis.targets.spec_complexity`; a training step
+is taken as 3x the forward MACs (backward = 2x forward).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable, Optional, Sequence
+
+MODES = ('fwd', 'train')
+DTYPES = ('fp32', 'fp16', 'bf16')
+#: MACs of a training step relative to the forward
+TRAIN_MAC_FACTOR = 3
+_MM_SIZE = 2048
+_MALLOC_ENV = dict(MALLOC_MMAP_THRESHOLD_='65536', MALLOC_TRIM_THRESHOLD_='0')
+
+
+@dataclass
+class Case:
+    """One measurement: what to run and how."""
+
+    target: str
+    shape: tuple[int, int]
+    mode: str = 'fwd'
+    device: str = 'cpu'
+    dtype: str = 'fp32'
+    warmup: int = 2
+    iters: int = 5
+    threads: Optional[int] = None
+    with_cp: bool = False
+
+
+@dataclass
+class Measurement:
+    """What a worker reports for one :class:`Case`."""
+
+    latency_ms: float
+    min_ms: float
+    peak_mib: float
+    mm_gflops: float
+    threads: int
+    memory_method: str
+    #: 1-minute load average when the timed iterations ended (busy machine?)
+    load1: float
+
+
+@dataclass
+class Row:
+    """One (target, input size) line of the report."""
+
+    target: str
+    shape: str
+    device: str
+    dtype: str
+    params_m: float
+    gmacs: float
+    fwd_ms: Optional[float] = None
+    img_per_s: Optional[float] = None
+    fwd_peak_mib: Optional[float] = None
+    fwd_frac_peak: Optional[float] = None
+    train_ms: Optional[float] = None
+    train_peak_mib: Optional[float] = None
+    train_frac_peak: Optional[float] = None
+    mm_gflops: Optional[float] = None
+    threads: Optional[int] = None
+    memory_method: str = ''
+    load1: Optional[float] = None
+    error: str = ''
+
+
+# --------------------------------------------------------------- worker side
+def _proc_status_kib(key: str) -> Optional[int]:
+    try:
+        with open('/proc/self/status') as f:
+            for line in f:
+                if line.startswith(key + ':'):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def _reset_cpu_peak() -> tuple[int, str]:
+    """Lower the high-water mark to the current RSS; returns (bytes resident
+    now, method name).  Falls back to ``ru_maxrss`` (an upper bound: it keeps
+    the set-up's peak) where ``/proc`` cannot do it."""
+    try:
+        with open('/proc/self/clear_refs', 'w') as f:
+            f.write('5')
+        rss = _proc_status_kib('VmRSS')
+        if rss is not None:
+            return rss * 1024, 'VmHWM'
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, 'ru_maxrss'
+
+
+def _cpu_peak(method: str) -> int:
+    if method == 'VmHWM':
+        return _proc_status_kib('VmHWM') * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _torch_dtype(name: str):
+    import torch
+    return dict(fp32=torch.float32, fp16=torch.float16, bf16=torch.bfloat16)[name]
+
+
+def matmul_gflops(device: str, dtype: str = 'fp32', repeat: int = 5) -> float:
+    """Best GFLOP/s of ``torch.mm`` on two 2048x2048 matrices."""
+    import torch
+    a = torch.randn(_MM_SIZE, _MM_SIZE, device=device, dtype=_torch_dtype(dtype))
+    b = torch.randn_like(a)
+    best = float('inf')
+    for i in range(repeat + 2):
+        _sync(device)
+        start = time.perf_counter()
+        torch.mm(a, b)
+        _sync(device)
+        if i >= 2:
+            best = min(best, time.perf_counter() - start)
+    return 2 * _MM_SIZE ** 3 / best / 1e9
+
+
+def _sync(device: str) -> None:
+    import torch
+    if device.startswith('cuda'):
+        torch.cuda.synchronize()
+
+
+def _flat_tensors(out: Any) -> list:
+    import torch
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
+    if isinstance(out, (list, tuple)):
+        return [t for item in out for t in _flat_tensors(item)]
+    return []
+
+
+def _step_fn(case: Case) -> Callable[[], None]:
+    """Build the target and return one iteration of ``case.mode``."""
+    import torch
+
+    from .targets import build_target
+    target = build_target(case.target, with_cp=case.with_cp, device=case.device)
+    model = target.model
+    images = torch.randn(1, 3, *case.shape, device=case.device)
+    amp = case.dtype != 'fp32'
+    autocast = lambda: torch.autocast(torch.device(case.device).type,  # noqa: E731
+                                      dtype=_torch_dtype(case.dtype), enabled=amp)
+    if case.mode == 'fwd':
+        model.eval()
+
+        def step() -> None:
+            with torch.no_grad(), autocast():
+                target.forward(images)
+    else:
+        model.train()
+
+        def step() -> None:
+            model.zero_grad(set_to_none=True)
+            with autocast():
+                outs = _flat_tensors(target.forward(images))
+            loss = sum(t.float().sum() for t in outs if t.requires_grad)
+            loss.backward()
+    return step
+
+
+def measure(case: Case) -> Measurement:
+    """Measure ``case`` in this process (meant to be a fresh one)."""
+    import torch
+    if case.threads:
+        torch.set_num_threads(case.threads)
+    cuda = case.device.startswith('cuda')
+    step = _step_fn(case)
+    for _ in range(case.warmup):
+        step()
+    _sync(case.device)
+    mm = matmul_gflops(case.device, case.dtype)
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+        base, method = torch.cuda.memory_allocated(), 'cuda.max_memory_allocated'
+    else:
+        base, method = _reset_cpu_peak()
+    times = []
+    for _ in range(case.iters):
+        _sync(case.device)
+        start = time.perf_counter()
+        step()
+        _sync(case.device)
+        times.append(time.perf_counter() - start)
+    peak = torch.cuda.max_memory_allocated() if cuda else _cpu_peak(method)
+    return Measurement(latency_ms=statistics.median(times) * 1e3, min_ms=min(times) * 1e3,
+                       peak_mib=max(peak - base, 0) / 2**20, mm_gflops=mm,
+                       threads=torch.get_num_threads(), memory_method=method,
+                       load1=os.getloadavg()[0])
+
+
+# --------------------------------------------------------------- driver side
+def _repo_root() -> Path:
+    return Path(__file__).resolve().parents[2]
+
+
+def run_case(case: Case, timeout: Optional[float] = None) -> Measurement:
+    """Run :func:`measure` for ``case`` in a fresh interpreter."""
+    env = dict(os.environ, **_MALLOC_ENV)
+    env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(_repo_root()),
+                                                      env.get('PYTHONPATH')]))
+    cmd = [sys.executable, '-m', 'vattn_mm.analysis.benchmark', '--worker',
+           json.dumps(asdict(case))]
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
+                         check=False)
+    if res.returncode:
+        tail = '\n'.join(res.stderr.strip().splitlines()[-15:])
+        raise RuntimeError(f'{case.target} {case.shape[0]}x{case.shape[1]} {case.mode} failed '
+                           f'(exit {res.returncode}):\n{tail}')
+    return Measurement(**json.loads(res.stdout.strip().splitlines()[-1]))
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """``'800x1344'`` or ``'512'`` -> (H, W)."""
+    parts = text.lower().split('x')
+    try:
+        sides = [int(p) for p in parts]
+    except ValueError:
+        sides = []
+    if len(sides) == 1:
+        sides *= 2
+    if len(sides) != 2 or min(sides) < 1:
+        raise ValueError(f'bad input size {text!r}: use HxW (e.g. 800x1344) or one side')
+    return sides[0], sides[1]
+
+
+def benchmark(targets: Sequence[str], shapes: Sequence[tuple[int, int]],
+              modes: Sequence[str] = MODES, *, progress: bool = True,
+              on_row: Optional[Callable[[Row], None]] = None, **case_kwargs) -> list[Row]:
+    """Measure every target at every shape in every mode; one :class:`Row`
+    per (target, shape).  A failed case is reported in ``Row.error`` and the
+    others still run; ``on_row`` sees each finished row (e.g. to save it)."""
+    from tqdm import tqdm
+
+    from .targets import spec_complexity
+    bad = sorted(set(modes) - set(MODES))
+    if bad:
+        raise ValueError(f'unknown modes {bad}; choose from {MODES}')
+    rows = []
+    bar = tqdm(total=len(targets) * len(shapes) * len(modes), disable=not progress,
+               unit='case', dynamic_ncols=True)
+    for target in targets:
+        for shape in shapes:
+            cx = spec_complexity(target, shape)
+            row = Row(target, f'{shape[0]}x{shape[1]}', case_kwargs.get('device', 'cpu'),
+                      case_kwargs.get('dtype', 'fp32'), cx.params / 1e6, cx.macs / 1e9)
+            for mode in modes:
+                bar.set_description(f'{target} {row.shape} {mode}')
+                try:
+                    _fill(row, mode, run_case(Case(target, shape, mode, **case_kwargs)))
+                except (RuntimeError, subprocess.TimeoutExpired) as err:
+                    row.error = f'{row.error}; {mode}: {err}'.lstrip('; ')
+                bar.update()
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+    bar.close()
+    return rows
+
+
+def _fill(row: Row, mode: str, m: Measurement) -> None:
+    factor = 1 if mode == 'fwd' else TRAIN_MAC_FACTOR
+    frac = 2 * factor * row.gmacs / (m.latency_ms / 1e3) / m.mm_gflops
+    if mode == 'fwd':
+        row.fwd_ms, row.fwd_peak_mib, row.fwd_frac_peak = m.latency_ms, m.peak_mib, frac
+        row.img_per_s = 1e3 / m.latency_ms
+    else:
+        row.train_ms, row.train_peak_mib, row.train_frac_peak = m.latency_ms, m.peak_mib, frac
+    row.mm_gflops = m.mm_gflops if row.mm_gflops is None else max(row.mm_gflops, m.mm_gflops)
+    row.threads, row.memory_method = m.threads, m.memory_method
+    row.load1 = m.load1 if row.load1 is None else max(row.load1, m.load1)
+
+
+# ---------------------------------------------------------------- reporting
+_COLUMNS = [f.name for f in fields(Row)]
+_MD = [('target', 'model', '{}'), ('shape', 'input', '{}'),
+       ('params_m', 'params (M)', '{:.1f}'), ('gmacs', 'GMACs', '{:.3g}'),
+       ('fwd_ms', 'fwd (ms)', '{:.0f}'), ('img_per_s', 'img/s', '{:.2f}'),
+       ('fwd_peak_mib', 'fwd peak (MiB)', '{:.0f}'),
+       ('fwd_frac_peak', 'fwd % of matmul peak', '{:.0%}'),
+       ('train_ms', 'train step (ms)', '{:.0f}'), ('train_peak_mib', 'train peak (MiB)', '{:.0f}'),
+       ('train_frac_peak', 'train % of matmul peak', '{:.0%}'),
+       ('mm_gflops', 'mm GFLOP/s', '{:.0f}'), ('load1', 'load avg', '{:.1f}')]
+
+
+def write_csv(rows: Iterable[Row], path: Path) -> None:
+    with open(path, 'w', newline='') as f:
+        writer = csv.DictWriter(f, fieldnames=_COLUMNS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: v for k, v in asdict(row).items() if k in _COLUMNS})
+
+
+def _parse(text: str, annotation: str) -> Any:
+    if text == '':
+        return '' if annotation == 'str' else None
+    if 'float' in annotation:
+        return float(text)
+    return int(text) if 'int' in annotation else text
+
+
+def read_csv(path: Path) -> list[Row]:
+    """Rows written by :func:`write_csv`."""
+    types = {f.name: str(f.type) for f in fields(Row)}
+    with open(path, newline='') as f:
+        return [Row(**{k: _parse(v, types[k]) for k, v in rec.items() if k in types})
+                for rec in csv.DictReader(f)]
+
+
+def merge_rows(rows: Iterable[Row]) -> list[Row]:
+    """Combine rows of the same (model, input, device, dtype) from several
+    runs (e.g. a forward-only and a training-only run): the first value of
+    each column wins, errors are joined."""
+    merged: dict[tuple, Row] = {}
+    for row in rows:
+        key = (row.target, row.shape, row.device, row.dtype)
+        if key not in merged:
+            merged[key] = Row(**asdict(row))
+            continue
+        into = merged[key]
+        for name in _COLUMNS:
+            if getattr(into, name) in (None, '') and getattr(row, name) not in (None, ''):
+                setattr(into, name, getattr(row, name))
+        if row.error and row.error not in into.error:
+            into.error = f'{into.error}; {row.error}'.lstrip('; ')
+        if row.mm_gflops is not None:
+            into.mm_gflops = max(into.mm_gflops, row.mm_gflops)
+        if row.load1 is not None:
+            into.load1 = max(into.load1, row.load1)
+    return list(merged.values())
+
+
+def markdown(rows: Sequence[Row]) -> str:
+    """The report as a markdown table (columns without data are left out)."""
+    cols = [c for c in _MD if any(getattr(r, c[0]) is not None for r in rows)]
+    lines = ['| ' + ' | '.join(c[1] for c in cols) + ' |',
+             '|' + '---|' * len(cols)]
+    for row in rows:
+        cells = [fmt.format(getattr(row, key)) if getattr(row, key) is not None else '-'
+                 for key, _, fmt in cols]
+        lines.append('| ' + ' | '.join(cells) + ' |')
+    errors = [f'- {r.target} {r.shape}: {r.error.splitlines()[0]}' for r in rows if r.error]
+    return '\n'.join(lines + ([''] + errors if errors else []))
+
+
+def plot(rows: Sequence[Row], path: Path, title: str = '') -> None:
+    """Throughput, forward peak memory and fraction of the matmul peak against
+    the input size (megapixels), one line per model, in one PNG."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import PercentFormatter
+
+    panels = [('img_per_s', 'throughput (img/s)'), ('fwd_peak_mib', 'forward peak memory (MiB)'),
+              ('fwd_frac_peak', 'forward: fraction of matmul peak')]
+    fig, axes = plt.subplots(1, len(panels), figsize=(15, 4.2))
+    shapes = sorted({r.shape for r in rows}, key=lambda s: _pixels(s))
+    for ax, (key, label) in zip(axes, panels):
+        for target in dict.fromkeys(r.target for r in rows):
+            pts = sorted((_pixels(r.shape), getattr(r, key)) for r in rows
+                         if r.target == target and getattr(r, key) is not None)
+            if pts:
+                ax.plot(*zip(*pts), marker='o', label=target)
+        ax.set_xticks([_pixels(s) for s in shapes], shapes, rotation=20)
+        if key.endswith('frac_peak'):
+            ax.yaxis.set_major_formatter(PercentFormatter(1.0))
+        ax.set_xlabel('input (H x W)')
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _pixels(shape: str) -> float:
+    h, w = shape.split('x')
+    return int(h) * int(w) / 1e6
+
+
+def _worker_main(argv: Sequence[str]) -> None:
+    parser = argparse.ArgumentParser(description='benchmark worker (internal)')
+    parser.add_argument('--worker', required=True, help='JSON of a Case')
+    spec = json.loads(parser.parse_args(argv).worker)
+    spec['shape'] = tuple(spec['shape'])
+    print(json.dumps(asdict(measure(Case(**spec)))))
+
+
+if __name__ == '__main__':
+    _worker_main(sys.argv[1:])

@@ -1,0 +1,198 @@
+"""What the analysis tools measure: a registered backbone (``'PVTv2:b2'``) or a
+whole mmdet / mmseg / mmpretrain model from a config file."""
+from __future__ import annotations
+
+import os.path as osp
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+import torch
+from mmengine.config import Config, ConfigDict
+from mmengine.registry import MODELS, DefaultScope
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from .. import backbones as _backbones
+from ..backbones import FocalNet, PyramidBackbone
+from ..backbones.quadtree import CLS_TOPKS, CLS_VALUE_ACT
+from ..utils.launch import _replace_sync_bn
+from .complexity import Complexity, count_complexity
+
+
+
+def _families() -> dict[str, type]:
+    families = {}
+    for name in _backbones.__all__:
+        cls = getattr(_backbones, name)
+        if isinstance(cls, type) and issubclass(cls, PyramidBackbone) \
+                and cls is not PyramidBackbone:
+            families[name] = cls
+    return families
+
+
+#: registered vattn-mm backbone families
+FAMILIES = _families()
+
+#: the dense FocalNet T/S/B arches widen the ImageNet focal window 3 to 9
+_FOCALNET_IMAGENET_WINDOW = 3
+
+
+@dataclass
+class Target:
+    """A model and how to run it on a batch of images ``(B, 3, H, W)``."""
+
+    name: str
+    model: nn.Module
+    forward: Callable[[torch.Tensor], Any]
+
+
+class ImageNetClassifier(nn.Module):
+    """Backbone -> last stage map -> global average pool -> linear head: the
+    released ImageNet classification models the papers' tables describe."""
+
+    def __init__(self, backbone: PyramidBackbone, num_classes: int = 1000):
+        super().__init__()
+        self.backbone = backbone
+        self.head = nn.Linear(stage_channels(backbone)[-1], num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.backbone(x)[-1].mean((2, 3)))
+
+
+def stage_channels(backbone: PyramidBackbone) -> list[int]:
+    """Channels of each stage output."""
+    arch = backbone.arch
+    if 'embed_dims' in arch:
+        return list(arch['embed_dims'])
+    return [arch['embed_dim'] * 2 ** i for i in range(backbone.num_stages)]
+
+
+def is_backbone_spec(spec: str) -> bool:
+    """``'Family:arch'`` rather than a config file path."""
+    return ':' in spec and not osp.exists(spec)
+
+
+def imagenet_kwargs(family: str, arch: str) -> dict:
+    """Constructor arguments giving the released ImageNet model's
+    hyper-parameters where the dense defaults differ from them."""
+    if family == 'QuadTree':
+        return dict(topks=CLS_TOPKS, value_branch_act=CLS_VALUE_ACT)
+    if family == 'FocalNet':
+        zoo = dict(FocalNet.arch_zoo[arch.lower()])
+        if all(w == 9 for w in zoo['focal_windows']):
+            zoo['focal_windows'] = [_FOCALNET_IMAGENET_WINDOW] * len(zoo['focal_windows'])
+            return dict(arch=zoo)
+    return {}
+
+
+def build_backbone(spec: str, *, imagenet: bool = False, with_cp: bool = False,
+                   device: Union[str, torch.device] = 'cpu') -> nn.Module:
+    """Build ``'Family:arch'`` (e.g. ``'PVTv2:b2'``, ``'FocalNet:tiny_srf'``).
+
+    ``imagenet=True``: the released ImageNet classifier instead (ImageNet
+    hyper-parameters, 1000-class head on the pooled last stage), the models
+    the papers' parameter / FLOP tables describe.
+    """
+    family, _, arch = spec.partition(':')
+    if family not in FAMILIES:
+        raise ValueError(f'unknown backbone family {family!r} in {spec!r}; choose one of '
+                         f'{sorted(FAMILIES)} (e.g. PVTv2:b2) or give a config file')
+    cls = FAMILIES[family]
+    if arch.lower() not in cls.arch_zoo:
+        raise ValueError(f'{family} has no arch {arch!r}; choose one of {sorted(cls.arch_zoo)}')
+    kwargs: dict[str, Any] = dict(arch=arch, with_cp=with_cp)
+    if imagenet:
+        kwargs.update(imagenet_kwargs(family, arch), out_indices=(-1, ))
+    with torch.device(device):
+        backbone = cls(**kwargs)
+        return ImageNetClassifier(backbone) if imagenet else backbone
+
+
+def _strip_pretrained(node: Any) -> Any:
+    """Drop ``init_cfg=dict(type='Pretrained', ...)`` entries (no checkpoint
+    files are needed to measure a model)."""
+    if isinstance(node, dict):
+        if node.get('type') == 'Pretrained':
+            return None
+        return {k: _strip_pretrained(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_strip_pretrained(v) for v in node]
+    return node
+
+
+def _data_samples(scope: str, hw: tuple[int, int]) -> Optional[list]:
+    """What the model's ``mode='tensor'`` forward needs besides the images."""
+    if scope != 'mmdet':
+        return None
+    from mmdet.structures import DetDataSample
+    return [DetDataSample(metainfo=dict(img_shape=hw, ori_shape=hw, pad_shape=hw,
+                                        batch_input_shape=hw, scale_factor=(1., 1.)))]
+
+
+def build_config_model(path: str, *, with_cp: bool = False,
+                       device: Union[str, torch.device] = 'cpu') -> Target:
+    """The whole model of an mmdet / mmseg / mmpretrain config, run in
+    ``mode='tensor'``: the inference path (backbone, neck and heads; for
+    two-stage detectors the RoI heads on the RPN proposals, as mmdet's own
+    ``get_flops``; training-only parts like mmseg's auxiliary heads do not
+    run).  Pretrained checkpoints are not loaded; SyncBN becomes BN; the data
+    preprocessor is skipped (the input is the normalised batch)."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'config file not found: {path}')
+    cfg = Config.fromfile(path)
+    if 'model' not in cfg:
+        raise ValueError(f'{path} has no `model` entry')
+    scope = cfg.get('default_scope', 'mmdet')
+    model_cfg = _strip_pretrained(cfg.model.to_dict())
+    model_cfg.pop('pretrained', None)
+    _replace_sync_bn(model_cfg)
+    if with_cp:
+        model_cfg['backbone']['with_cp'] = True
+    with DefaultScope.overwrite_default_scope(scope):
+        model = MODELS.build(ConfigDict(model_cfg)).to(device)
+
+    def forward(images: torch.Tensor) -> Any:
+        samples = _data_samples(scope, tuple(images.shape[-2:]))
+        with DefaultScope.overwrite_default_scope(scope):
+            return model(images, samples, mode='tensor')
+    return Target(osp.splitext(osp.basename(path))[0], model, forward)
+
+
+def build_target(spec: str, *, imagenet: bool = False, with_cp: bool = False,
+                 device: Union[str, torch.device] = 'cpu') -> Target:
+    """A backbone spec (``'PVTv2:b2'``) or a config path, see
+    :func:`build_backbone` and :func:`build_config_model`."""
+    if is_backbone_spec(spec):
+        model = build_backbone(spec, imagenet=imagenet, with_cp=with_cp, device=device)
+        return Target(spec, model, model)
+    if imagenet:
+        raise ValueError('imagenet=True (--imagenet) applies to backbone specs '
+                         '(Family:arch), not configs')
+    if not osp.isfile(spec):
+        raise FileNotFoundError(f'{spec!r} is neither a config file nor a backbone spec '
+                                f'Family:arch with Family in {sorted(FAMILIES)}')
+    return build_config_model(spec, with_cp=with_cp, device=device)
+
+
+def model_complexity(target: Target, shape: tuple[int, int]) -> Complexity:
+    """:func:`.count_complexity` of ``target`` on one ``3 x H x W`` image
+    (on the model's device)."""
+    device = next(target.model.parameters()).device
+    images = torch.randn(1, 3, *shape, device=device)
+    target.model.eval()
+    return count_complexity(target.model, lambda: target.forward(images))
+
+
+def spec_complexity(spec: str, shape: tuple[int, int], *, imagenet: bool = False) -> Complexity:
+    """Complexity of a backbone spec or config at ``shape`` (H, W).
+
+    Backbones are built and run under :class:`FakeTensorMode` (CPU tensors
+    without storage: shape-exact, no memory, no arithmetic); configs run once
+    on the CPU (detectors select their proposals by value).
+    """
+    if is_backbone_spec(spec):
+        with FakeTensorMode():
+            return model_complexity(build_target(spec, imagenet=imagenet), shape)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        return model_complexity(build_target(spec, imagenet=imagenet), shape)
