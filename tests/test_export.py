@@ -34,6 +34,7 @@ import torch.nn.functional as F
 from golden import (assert_outputs_match, case_paths, load_case, official_arch,
                     write_released)
 from mmengine.config import Config
+from mmengine.registry import DefaultScope
 
 from vattn_mm.checkpoint import (FOCALNET_CONVERTER, LITV2_CONVERTER, P2T_CONVERTER,
                                  CheckpointError, CheckpointMismatchError)
@@ -135,10 +136,14 @@ def test_exported_config_and_inferencer(tmp_path):
     assert cfg.model.neck.type == 'GlobalAveragePooling'
     assert cfg.model.head.type == 'LinearClsHead' and cfg.model.head.num_classes == 10
     assert cfg.test_dataloader.dataset.pipeline[-1].type == 'PackInputs'
-    inferencer = ImageClassificationInferencer(
-        str(cfg_path), pretrained=str(tmp_path / 'pvtv2_micro_li_mmpretrain.pth'), device='cpu')
-    image = torch.randint(0, 255, (120, 100, 3), dtype=torch.uint8).numpy()
-    result = inferencer(image)[0]
+    # earlier tests leave another library's default scope current; a user's
+    # fresh process starts in mmpretrain's, as the exported config says
+    with DefaultScope.overwrite_default_scope(cfg.default_scope):
+        inferencer = ImageClassificationInferencer(
+            str(cfg_path), pretrained=str(tmp_path / 'pvtv2_micro_li_mmpretrain.pth'),
+            device='cpu')
+        image = torch.randint(0, 255, (120, 100, 3), dtype=torch.uint8).numpy()
+        result = inferencer(image)[0]
     assert result['pred_scores'].shape == (10, )
     assert abs(float(result['pred_scores'].sum()) - 1) < 1e-5
     with pytest.raises(FileExistsError, match='exists'):
