@@ -113,13 +113,17 @@ def test_merge_runs(tmp_path, capsys):
     train = Row('PVTv2:b2', '512x512', 'cpu', 'fp32', 25.4, 30.0, train_ms=1200.,
                 train_peak_mib=900., train_frac_peak=0.4, mm_gflops=80., load1=1.5)
     write_csv([fwd], tmp_path / 'fwd.csv')
-    write_csv([train, _row('P2T:small', '512x512', 380, 160, 0.55)], tmp_path / 'train.csv')
+    stale = _row('PVTv2:b2', '512x512', 999, 999, 0.1)          # an older forward run
+    stale.load1 = 9.0
+    write_csv([train, _row('P2T:small', '512x512', 380, 160, 0.55), stale],
+              tmp_path / 'train.csv')
     tool = _tool('benchmark')
     assert tool.main(['--merge', str(tmp_path / 'fwd.csv'), str(tmp_path / 'train.csv'),
                       '--out-dir', str(tmp_path), '--name', 'all']) == 0
     rows = read_csv(tmp_path / 'all.csv')
     assert [(r.target, r.fwd_ms, r.train_ms) for r in rows] == \
         [('PVTv2:b2', 400., 1200.), ('P2T:small', 380., None)]
+    assert rows[0].load1 == 1.5          # the stale row gave no value, nor its load
     assert (tmp_path / 'all.png').is_file() and '| 1200 | 900 | 40% |' in capsys.readouterr().out
     with pytest.raises(SystemExit):          # would overwrite an input
         tool.main(['--merge', str(tmp_path / 'all.csv'), '--out-dir', str(tmp_path),

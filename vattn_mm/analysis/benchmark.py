@@ -66,7 +66,6 @@ class Measurement:
     """What a worker reports for one :class:`Case`."""
 
     latency_ms: float
-    min_ms: float
     peak_mib: float
     mm_gflops: float
     threads: int
@@ -113,8 +112,9 @@ def _proc_status_kib(key: str) -> Optional[int]:
 
 def _reset_cpu_peak() -> tuple[int, str]:
     """Lower the high-water mark to the current RSS; returns (bytes resident
-    now, method name).  Falls back to ``ru_maxrss`` (an upper bound: it keeps
-    the set-up's peak) where ``/proc`` cannot do it."""
+    now, method name).  Where ``/proc`` cannot do it, falls back to the
+    ``ru_maxrss`` reached so far (a lower bound: only what the run adds above
+    the set-up's peak shows)."""
     try:
         with open('/proc/self/clear_refs', 'w') as f:
             f.write('5')
@@ -223,7 +223,7 @@ def measure(case: Case) -> Measurement:
         _sync(case.device)
         times.append(time.perf_counter() - start)
     peak = torch.cuda.max_memory_allocated() if cuda else _cpu_peak(method)
-    return Measurement(latency_ms=statistics.median(times) * 1e3, min_ms=min(times) * 1e3,
+    return Measurement(latency_ms=statistics.median(times) * 1e3,
                        peak_mib=max(peak - base, 0) / 2**20, mm_gflops=mm,
                        threads=torch.get_num_threads(), memory_method=method,
                        load1=os.getloadavg()[0])
@@ -313,6 +313,9 @@ def _fill(row: Row, mode: str, m: Measurement) -> None:
 
 # ---------------------------------------------------------------- reporting
 _COLUMNS = [f.name for f in fields(Row)]
+#: the per-mode measurements of a row
+_MEASURED = ('fwd_ms', 'img_per_s', 'fwd_peak_mib', 'fwd_frac_peak', 'train_ms',
+             'train_peak_mib', 'train_frac_peak')
 _MD = [('target', 'model', '{}'), ('shape', 'input', '{}'),
        ('params_m', 'params (M)', '{:.1f}'), ('gmacs', 'GMACs', '{:.3g}'),
        ('fwd_ms', 'fwd (ms)', '{:.0f}'), ('img_per_s', 'img/s', '{:.2f}'),
@@ -350,7 +353,8 @@ def read_csv(path: Path) -> list[Row]:
 def merge_rows(rows: Iterable[Row]) -> list[Row]:
     """Combine rows of the same (model, input, device, dtype) from several
     runs (e.g. a forward-only and a training-only run): the first value of
-    each column wins, errors are joined."""
+    each column wins; ``mm_gflops`` / ``load1`` are the highest of the rows
+    that gave a value; errors are joined."""
     merged: dict[tuple, Row] = {}
     for row in rows:
         key = (row.target, row.shape, row.device, row.dtype)
@@ -358,15 +362,15 @@ def merge_rows(rows: Iterable[Row]) -> list[Row]:
             merged[key] = Row(**asdict(row))
             continue
         into = merged[key]
-        for name in _COLUMNS:
-            if getattr(into, name) in (None, '') and getattr(row, name) not in (None, ''):
-                setattr(into, name, getattr(row, name))
+        taken = [name for name in _MEASURED if getattr(into, name) is None
+                 and getattr(row, name) is not None]
+        for name in taken:
+            setattr(into, name, getattr(row, name))
+        if taken:
+            into.mm_gflops = max(filter(None, (into.mm_gflops, row.mm_gflops)), default=None)
+            into.load1 = max(filter(None, (into.load1, row.load1)), default=None)
         if row.error and row.error not in into.error:
             into.error = f'{into.error}; {row.error}'.lstrip('; ')
-        if row.mm_gflops is not None:
-            into.mm_gflops = max(into.mm_gflops, row.mm_gflops)
-        if row.load1 is not None:
-            into.load1 = max(into.load1, row.load1)
     return list(merged.values())
 
 
@@ -407,7 +411,8 @@ def plot(rows: Sequence[Row], path: Path, title: str = '') -> None:
         ax.set_xlabel('input (H x W)')
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    if axes[0].lines:
+        axes[0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
