@@ -2,19 +2,9 @@
 # no UperNet recipe; this is the Swin/UperNet one (AdamW lr 6e-5 wd 0.01, no decay on
 # norms, linear warm-up 1500 iterations, poly decay power 1.0, 8 GPUs x 2 images) with
 # P2T's dense drop_path_rate 0.1.
-_base_ = [
-    'mmseg::_base_/models/upernet_r50.py',
-    'mmseg::_base_/datasets/ade20k.py',
-    'mmseg::_base_/schedules/schedule_160k.py',
-    'mmseg::_base_/default_runtime.py',
-]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
-
-crop_size = (512, 512)
+_base_ = './_base_/upernet_ade20k_160k.py'
 pretrained = 'checkpoints/p2t_small.pth'  # official ImageNet release, as downloaded
 model = dict(
-    data_preprocessor=dict(size=crop_size),
-    pretrained=None,
     backbone=dict(
         _delete_=True,
         type='P2T',
@@ -22,16 +12,5 @@ model = dict(
         drop_path_rate=0.1,
         out_indices=(0, 1, 2, 3),
         init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    decode_head=dict(in_channels=[64, 128, 320, 512], num_classes=150),
-    auxiliary_head=dict(in_channels=320, num_classes=150))
-
-optim_wrapper = dict(
-    _delete_=True,
-    type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=6e-5, betas=(0.9, 0.999), weight_decay=0.01),
-    paramwise_cfg=dict(custom_keys=dict(norm=dict(decay_mult=0.))))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
-    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=160000, by_epoch=False),
-]
-train_dataloader = dict(batch_size=2)
+    decode_head=dict(in_channels=[64, 128, 320, 512]),
+    auxiliary_head=dict(in_channels=320))

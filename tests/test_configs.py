@@ -9,7 +9,8 @@ from mmengine.registry import DefaultScope, init_default_scope
 from mmengine.structures import PixelData
 
 ROOT = Path(__file__).resolve().parents[1]
-CONFIGS = sorted(p for p in (ROOT / 'configs').rglob('*.py'))
+# configs/_base_/ holds recipe fragments that the family configs inherit
+CONFIGS = sorted(p for p in (ROOT / 'configs').rglob('*.py') if '_base_' not in p.parts)
 
 
 def _strip_pretrained(node):

@@ -1,0 +1,26 @@
+# Semantic FPN on ADE20K 512x512, 80k iterations, the PVT recipe that the families'
+# `*_fpn_ade20k.py` configs start from: AdamW lr 1e-4 wd 1e-4, poly decay (power 0.9),
+# 16 images/batch (4 GPUs x 4). A family config adds its backbone and the neck's
+# in_channels, and overrides what its paper changes.
+_base_ = [
+    'mmseg::_base_/models/fpn_r50.py',
+    'mmseg::_base_/datasets/ade20k.py',
+    'mmseg::_base_/schedules/schedule_80k.py',
+    'mmseg::_base_/default_runtime.py',
+]
+custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+
+crop_size = (512, 512)
+model = dict(
+    data_preprocessor=dict(size=crop_size),
+    pretrained=None,
+    decode_head=dict(num_classes=150))
+
+optim_wrapper = dict(
+    _delete_=True,
+    type='OptimWrapper',
+    optimizer=dict(type='AdamW', lr=1e-4, weight_decay=1e-4))
+param_scheduler = [
+    dict(type='PolyLR', eta_min=0.0, power=0.9, begin=0, end=80000, by_epoch=False),
+]
+train_dataloader = dict(batch_size=4)
