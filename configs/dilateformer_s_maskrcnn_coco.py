@@ -5,13 +5,7 @@
 # each output, initialised 1/0 since no classification checkpoint has them, and
 # BatchNorm of the stem/downsamplings kept in eval mode (ImageNet statistics,
 # affine weights trained) because of the small per-GPU batch.
-_base_ = [
-    'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
-    'mmdet::_base_/datasets/coco_instance.py',
-    'mmdet::_base_/schedules/schedule_1x.py',
-    'mmdet::_base_/default_runtime.py',
-]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+_base_ = './_base_/maskrcnn_coco_1x.py'
 
 # official ImageNet release (DeiT-style {'model', 'model_ema', ...}; 'model' is loaded)
 pretrained = 'checkpoints/dilateformer_small.pth'
@@ -31,4 +25,3 @@ optim_wrapper = dict(
     optimizer=dict(_delete_=True, type='AdamW', lr=1e-4, betas=(0.9, 0.999),
                    weight_decay=0.05),
     paramwise_cfg=dict(norm_decay_mult=0.))
-auto_scale_lr = dict(enable=False, base_batch_size=16)

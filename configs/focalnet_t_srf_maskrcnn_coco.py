@@ -6,13 +6,7 @@
 # epochs 9 and 11, 16 images/batch (8 GPUs x 2), drop path 0.1 (S 0.2, B 0.3),
 # focal windows 9 (the ImageNet 3x3 kernels are zero-padded on loading).
 # Official runs used mixed precision: add `--amp` to tools/train.py.
-_base_ = [
-    'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
-    'mmdet::_base_/datasets/coco_instance.py',
-    'mmdet::_base_/schedules/schedule_1x.py',
-    'mmdet::_base_/default_runtime.py',
-]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+_base_ = './_base_/maskrcnn_coco_1x.py'
 
 pretrained = 'checkpoints/focalnet_tiny_srf.pth'  # official ImageNet release, as downloaded
 model = dict(
@@ -52,4 +46,3 @@ param_scheduler = [
     dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500),
     dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[9, 11], gamma=0.1),
 ]
-auto_scale_lr = dict(enable=False, base_batch_size=16)

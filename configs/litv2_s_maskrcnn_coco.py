@@ -3,13 +3,7 @@
 # no weight decay on norms, 12 epochs, steps at 8 and 11, 1333x800, 8 GPUs x 2
 # images, drop_path_rate 0.2, trained in mixed precision (add --amp to
 # tools/train.py for the same)).
-_base_ = [
-    'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
-    'mmdet::_base_/datasets/coco_instance.py',
-    'mmdet::_base_/schedules/schedule_1x.py',
-    'mmdet::_base_/default_runtime.py',
-]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+_base_ = './_base_/maskrcnn_coco_1x.py'
 
 pretrained = 'checkpoints/litv2_s.pth'  # official ImageNet release, as downloaded
 model = dict(
@@ -25,4 +19,3 @@ model = dict(
 optim_wrapper = dict(
     optimizer=dict(_delete_=True, type='AdamW', lr=2e-4, weight_decay=1e-4),
     paramwise_cfg=dict(custom_keys=dict(norm=dict(decay_mult=0.))))
-auto_scale_lr = dict(enable=False, base_batch_size=16)

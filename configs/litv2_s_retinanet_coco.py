@@ -4,13 +4,7 @@
 # trained in mixed precision (add --amp to tools/train.py for the same); unlike
 # its Mask R-CNN config, the official paramwise_cfg here has no custom_keys, so
 # norms keep their weight decay).
-_base_ = [
-    'mmdet::_base_/models/retinanet_r50_fpn.py',
-    'mmdet::_base_/datasets/coco_detection.py',
-    'mmdet::_base_/schedules/schedule_1x.py',
-    'mmdet::_base_/default_runtime.py',
-]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+_base_ = './_base_/retinanet_coco_1x.py'
 
 pretrained = 'checkpoints/litv2_s.pth'  # official ImageNet release, as downloaded
 model = dict(
@@ -22,7 +16,3 @@ model = dict(
         out_indices=(0, 1, 2, 3),
         init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[96, 192, 384, 768]))
-
-optim_wrapper = dict(
-    optimizer=dict(_delete_=True, type='AdamW', lr=1e-4, weight_decay=1e-4))
-auto_scale_lr = dict(enable=False, base_batch_size=16)

@@ -1,13 +1,7 @@
 # RetinaNet + P2T-Small, COCO 1x (P2T paper / official detection/configs/retinanet_p2t_s_fpn_1x_coco.py:
 # AdamW lr 1e-4 wd 1e-4, 12 epochs, steps at 8 and 11, 500-iteration linear warm-up,
 # 1333x800, 8 GPUs x 2 images; the official dense backbone uses drop_path_rate 0.1).
-_base_ = [
-    'mmdet::_base_/models/retinanet_r50_fpn.py',
-    'mmdet::_base_/datasets/coco_detection.py',
-    'mmdet::_base_/schedules/schedule_1x.py',
-    'mmdet::_base_/default_runtime.py',
-]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+_base_ = './_base_/retinanet_coco_1x.py'
 
 pretrained = 'checkpoints/p2t_small.pth'  # official ImageNet release, as downloaded
 model = dict(
@@ -19,7 +13,3 @@ model = dict(
         out_indices=(0, 1, 2, 3),
         init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[64, 128, 320, 512]))
-
-optim_wrapper = dict(
-    optimizer=dict(_delete_=True, type='AdamW', lr=1e-4, weight_decay=1e-4))
-auto_scale_lr = dict(enable=False, base_batch_size=16)

@@ -3,13 +3,7 @@
 # 46.7 box / 42.4 mask AP: AdamW lr 2e-4 wd 1e-4, 12 epochs, steps at 8 and 11,
 # 500-iteration linear warm-up, 1333x800, 8 GPUs x 2 images; the official dense
 # backbone uses drop_path_rate 0.1, top-k [32, 32, 32, 32] and ReLU value branches).
-_base_ = [
-    'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
-    'mmdet::_base_/datasets/coco_instance.py',
-    'mmdet::_base_/schedules/schedule_1x.py',
-    'mmdet::_base_/default_runtime.py',
-]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+_base_ = './_base_/maskrcnn_coco_1x.py'
 
 # official ImageNet release QuadTreeAttention_cls/b2.pth, saved under this name
 pretrained = 'checkpoints/quadtree_b2.pth'
@@ -28,4 +22,3 @@ model = dict(
 
 optim_wrapper = dict(
     optimizer=dict(_delete_=True, type='AdamW', lr=2e-4, weight_decay=1e-4))
-auto_scale_lr = dict(enable=False, base_batch_size=16)

@@ -4,13 +4,7 @@
 # linear warm-up, 1333x800, 8 GPUs x 2 images; FPN from stage 2 with extra convs on
 # the input; the official dense backbone uses drop_path_rate 0.1, top-k [32] * 4 and
 # ReLU value branches).
-_base_ = [
-    'mmdet::_base_/models/retinanet_r50_fpn.py',
-    'mmdet::_base_/datasets/coco_detection.py',
-    'mmdet::_base_/schedules/schedule_1x.py',
-    'mmdet::_base_/default_runtime.py',
-]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+_base_ = './_base_/retinanet_coco_1x.py'
 
 # official ImageNet release QuadTreeAttention_cls/b2.pth, saved under this name
 pretrained = 'checkpoints/quadtree_b2.pth'
@@ -26,7 +20,3 @@ model = dict(
         out_indices=(0, 1, 2, 3),
         init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
     neck=dict(in_channels=[64, 128, 320, 512]))
-
-optim_wrapper = dict(
-    optimizer=dict(_delete_=True, type='AdamW', lr=1e-4, weight_decay=1e-4))
-auto_scale_lr = dict(enable=False, base_batch_size=16)

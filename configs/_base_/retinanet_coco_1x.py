@@ -1,0 +1,14 @@
+# RetinaNet on COCO, 1x schedule (12 epochs, 1333x800, 16 images/batch), with the AdamW
+# lr 1e-4 wd 1e-4 optimizer of the PVT-family papers; a family config adds its backbone
+# and the neck's in_channels, and overrides what its paper changes.
+_base_ = [
+    'mmdet::_base_/models/retinanet_r50_fpn.py',
+    'mmdet::_base_/datasets/coco_detection.py',
+    'mmdet::_base_/schedules/schedule_1x.py',
+    'mmdet::_base_/default_runtime.py',
+]
+custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+
+optim_wrapper = dict(
+    optimizer=dict(_delete_=True, type='AdamW', lr=1e-4, weight_decay=1e-4))
+auto_scale_lr = dict(enable=False, base_batch_size=16)
