@@ -250,3 +250,4 @@ def test_msda_keeps_no_unfolded_copies():
     theirs = _saved_bytes(lambda: unfold_msda(module, x, hw))
     assert ours < 6 * one_map, ours / one_map
     assert theirs > 3 * ours, (theirs / one_map, ours / one_map)
+

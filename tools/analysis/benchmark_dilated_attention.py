@@ -3,13 +3,11 @@ multi-scale dilated attention vs the official ``nn.Unfold`` formulation.
 
 Every measurement runs in a fresh subprocess so that peaks do not mix:
 
-* CPU: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` after the run minus its
-  value after the imports, the model, the input and a warm-up on a tiny input,
-  with the peak mark first lowered to the current resident size through
-  ``/proc/self/clear_refs`` (glibc is told to serve big blocks with ``mmap``
-  so that freed memory leaves the resident set at once);
-* CUDA: ``torch.cuda.max_memory_allocated()`` minus the memory allocated
-  before the run.
+* the memory the run adds to what the imports, the model, the input and a
+  warm-up on a tiny input hold (:class:`vattn_mm.analysis.benchmark.PeakMemory`:
+  the process's high-water mark on CPU, with glibc told to serve big blocks
+  with ``mmap`` so that freed memory leaves the resident set at once;
+  ``torch.cuda.max_memory_allocated()`` on CUDA).
 
 Scopes: ``msda`` = the attention layer of the first block (input: normalised
 tokens), ``stage`` = all blocks of the first stage (positional convs, MSDA,
@@ -26,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -104,21 +101,11 @@ def run_once(args, fn, x, hw):
             fn(x, hw)
 
 
-def reset_peak_rss() -> None:
-    """Lower the kernel's peak-RSS mark (``ru_maxrss``) to the current resident
-    size (Linux >= 4.0), so that transient peaks of the imports and the set-up
-    do not hide the run's; without it ``ru_maxrss`` keeps the earlier peak."""
-    try:
-        with open('/proc/self/clear_refs', 'w') as f:
-            f.write('5')
-    except OSError:
-        pass
-
-
 def worker(args) -> dict:
     """Measure one (impl, device, scope, mode) in this fresh process."""
     import torch
     import vattn_mm  # noqa: F401
+    from vattn_mm.analysis.benchmark import PeakMemory
 
     torch.set_num_threads(args.threads)
     device = args.device
@@ -128,19 +115,8 @@ def worker(args) -> dict:
     small, small_hw = tokens(args, (64, 64), device)
     run_once(args, fn, small, small_hw)                    # warm-up: kernels, thread pools
     stage.zero_grad(set_to_none=True)
-    if device == 'cuda':
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        base = torch.cuda.memory_allocated()
-    else:
-        reset_peak_rss()
-        base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    run_once(args, fn, x, hw)
-    if device == 'cuda':
-        torch.cuda.synchronize()
-        peak = torch.cuda.max_memory_allocated() - base
-    else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+    with PeakMemory(device) as peak:
+        run_once(args, fn, x, hw)
     times = []
     for _ in range(args.repeat):
         stage.zero_grad(set_to_none=True)
@@ -151,7 +127,7 @@ def worker(args) -> dict:
         if device == 'cuda':
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
-    return dict(peak=peak, time=statistics.median(times))
+    return dict(peak=peak.bytes, time=statistics.median(times))
 
 
 def max_abs_diff(args) -> dict:
@@ -189,6 +165,7 @@ def spawn(args, task: str, **overrides) -> dict:
     for key in ('impl', 'device', 'scope', 'mode'):
         if a.get(key):
             cmd += [f'--{key}', a[key][0] if isinstance(a[key], list) else a[key]]
+    # vattn_mm.analysis.benchmark.MALLOC_ENV (not imported: this process stays torch-free)
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_='65536', MALLOC_TRIM_THRESHOLD_='0')
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if res.returncode:

@@ -16,11 +16,10 @@ Each case runs in a fresh subprocess.  Time is the best of ``--repeat``
 runs after one warm-up: wall-clock on CUDA; on CPU the process's CPU time
 (``time.process_time``, single thread by default), which other jobs on a
 shared machine barely disturb (wall-clock is printed to stderr).  Peak memory
-is, on CUDA,
-``torch.cuda.max_memory_allocated`` minus what was allocated before the run;
-on CPU, the process's ``ru_maxrss`` after the runs minus its ``ru_maxrss``
-after imports, model and input creation (so model weights and the input are
-excluded; the high-water mark includes every transient buffer).  Prints a
+is what the runs add to the imports, the model and the input
+(:class:`vattn_mm.analysis.benchmark.PeakMemory`: ``torch.cuda.max_memory_allocated``
+on CUDA, the process's high-water mark on CPU; it includes every transient
+buffer).  Prints a
 markdown table and the growth ratios for 4x the tokens (linear cost: about 4x;
 the check is <= 5x).
 
@@ -83,9 +82,9 @@ def _build(kind: str):
 
 def worker(spec: dict) -> dict:
     """Run one case in this (fresh) process and return its measurements."""
-    import resource
-
     import torch
+
+    from vattn_mm.analysis.benchmark import PeakMemory
     torch.set_num_threads(spec['threads'])
     device = torch.device(spec['device'])
     kind, (h, w) = spec['kind'], spec['size']
@@ -108,25 +107,16 @@ def worker(spec: dict) -> dict:
         if device.type == 'cuda':
             torch.cuda.synchronize()
 
-    if device.type == 'cuda':
-        torch.cuda.synchronize()
-        before = torch.cuda.memory_allocated()
-        torch.cuda.reset_peak_memory_stats()
-    else:
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     walls, cpus = [], []
-    for _ in range(1 + spec['repeat']):
-        wall, cpu = time.perf_counter(), time.process_time()
-        run()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    if device.type == 'cuda':
-        peak = torch.cuda.max_memory_allocated() - before
-    else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - before
+    with PeakMemory(spec['device']) as peak:
+        for _ in range(1 + spec['repeat']):
+            wall, cpu = time.perf_counter(), time.process_time()
+            run()
+            walls.append(time.perf_counter() - wall)
+            cpus.append(time.process_time() - cpu)
     wall = min(walls[1:])
     return dict(time_s=wall if device.type == 'cuda' else min(cpus[1:]), wall_s=wall,
-                peak_bytes=peak)
+                peak_bytes=peak.bytes)
 
 
 #: glibc settings that keep freed large blocks for reuse (see the docstring)

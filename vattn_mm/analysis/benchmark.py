@@ -43,7 +43,9 @@ DTYPES = ('fp32', 'fp16', 'bf16')
 #: MACs of a training step relative to the forward
 TRAIN_MAC_FACTOR = 3
 _MM_SIZE = 2048
-_MALLOC_ENV = dict(MALLOC_MMAP_THRESHOLD_='65536', MALLOC_TRIM_THRESHOLD_='0')
+#: glibc serves blocks above 64 KiB with mmap and returns them at once, so
+#: freed memory leaves the resident set (set in every CPU worker's environment)
+MALLOC_ENV = dict(MALLOC_MMAP_THRESHOLD_='65536', MALLOC_TRIM_THRESHOLD_='0')
 
 
 @dataclass
@@ -132,6 +134,45 @@ def _cpu_peak(method: str) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+class PeakMemory:
+    """Peak memory that the code in a ``with`` block adds, in bytes::
+
+        with PeakMemory(device) as peak:
+            run()
+        peak.bytes, peak.method
+
+    CUDA: ``torch.cuda.max_memory_allocated()`` above what was allocated at
+    entry.  CPU: the process's high-water mark (``VmHWM``), first lowered to
+    the resident size through ``/proc/self/clear_refs``; where that is not
+    possible, ``ru_maxrss`` above its value at entry (a lower bound).
+    Run the process with :data:`MALLOC_ENV` so that freed blocks leave the
+    resident set.
+    """
+
+    def __init__(self, device: str = 'cpu'):
+        self.cuda = str(device).startswith('cuda')
+        self.bytes, self.method, self._base = 0, '', 0
+
+    def __enter__(self) -> 'PeakMemory':
+        if self.cuda:
+            import torch
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+            self._base, self.method = torch.cuda.memory_allocated(), 'cuda.max_memory_allocated'
+        else:
+            self._base, self.method = _reset_cpu_peak()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.cuda:
+            import torch
+            torch.cuda.synchronize()
+            peak = torch.cuda.max_memory_allocated()
+        else:
+            peak = _cpu_peak(self.method)
+        self.bytes = max(peak - self._base, 0)
+
+
 def _torch_dtype(name: str):
     import torch
     return dict(fp32=torch.float32, fp16=torch.float16, bf16=torch.bfloat16)[name]
@@ -204,28 +245,22 @@ def measure(case: Case) -> Measurement:
     import torch
     if case.threads:
         torch.set_num_threads(case.threads)
-    cuda = case.device.startswith('cuda')
     step = _step_fn(case)
     for _ in range(case.warmup):
         step()
     _sync(case.device)
     mm = matmul_gflops(case.device, case.dtype)
-    if cuda:
-        torch.cuda.reset_peak_memory_stats()
-        base, method = torch.cuda.memory_allocated(), 'cuda.max_memory_allocated'
-    else:
-        base, method = _reset_cpu_peak()
     times = []
-    for _ in range(case.iters):
-        _sync(case.device)
-        start = time.perf_counter()
-        step()
-        _sync(case.device)
-        times.append(time.perf_counter() - start)
-    peak = torch.cuda.max_memory_allocated() if cuda else _cpu_peak(method)
+    with PeakMemory(case.device) as peak:
+        for _ in range(case.iters):
+            _sync(case.device)
+            start = time.perf_counter()
+            step()
+            _sync(case.device)
+            times.append(time.perf_counter() - start)
     return Measurement(latency_ms=statistics.median(times) * 1e3,
-                       peak_mib=max(peak - base, 0) / 2**20, mm_gflops=mm,
-                       threads=torch.get_num_threads(), memory_method=method,
+                       peak_mib=peak.bytes / 2**20, mm_gflops=mm,
+                       threads=torch.get_num_threads(), memory_method=peak.method,
                        load1=os.getloadavg()[0])
 
 
@@ -236,7 +271,7 @@ def _repo_root() -> Path:
 
 def run_case(case: Case, timeout: Optional[float] = None) -> Measurement:
     """Run :func:`measure` for ``case`` in a fresh interpreter."""
-    env = dict(os.environ, **_MALLOC_ENV)
+    env = dict(os.environ, **MALLOC_ENV)
     env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(_repo_root()),
                                                       env.get('PYTHONPATH')]))
     cmd = [sys.executable, '-m', 'vattn_mm.analysis.benchmark', '--worker',

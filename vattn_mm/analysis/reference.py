@@ -52,10 +52,10 @@ class Published:
 
 
 PUBLISHED: tuple[Published, ...] = (
-    Published('PVTv2:b0', 3.7, 0.6, _PVT, note='the paper lists 3.4M params; the README and '
-              'the official model have 3.67M'),
-    Published('PVTv2:b1', 14.0, 2.1, _PVT, note='the paper lists 13.1M params; the README and '
-              'the official model have 14.01M'),
+    Published('PVTv2:b0', 3.67, 0.6, _PVT, note='the README and the paper list 3.4M params '
+              '(the backbone without its classifier); the official model has 3.67M'),
+    Published('PVTv2:b1', 14.01, 2.1, _PVT, note='the README and the paper list 13.1M '
+              'params; the official model has 14.01M'),
     Published('PVTv2:b2', 25.36, 4.04, _PVT_TOOL),
     Published('PVTv2:b2_li', 22.6, 3.9, _PVT),
     Published('PVTv2:b3', 45.2, 6.9, _PVT),

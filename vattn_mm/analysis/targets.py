@@ -15,7 +15,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from .. import backbones as _backbones
 from ..backbones import FocalNet, PyramidBackbone
 from ..backbones.quadtree import CLS_TOPKS, CLS_VALUE_ACT
-from ..utils.launch import _replace_sync_bn
+from ..utils.launch import replace_sync_bn
 from .complexity import Complexity, count_complexity
 
 
@@ -145,7 +145,7 @@ def build_config_model(path: str, *, with_cp: bool = False,
     scope = cfg.get('default_scope', 'mmdet')
     model_cfg = _strip_pretrained(cfg.model.to_dict())
     model_cfg.pop('pretrained', None)
-    _replace_sync_bn(model_cfg)
+    replace_sync_bn(model_cfg)
     if with_cp:
         model_cfg['backbone']['with_cp'] = True
     with DefaultScope.overwrite_default_scope(scope):

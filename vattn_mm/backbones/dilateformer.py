@@ -16,8 +16,8 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from ..checkpoint import DILATEFORMER_CONVERTER
-from ..layers import (MLP, ConvStem, GlobalSelfAttention, MultiScaleDilatedAttention,
-                      TokenBlock, map_to_tokens, tokens_to_map)
+from ..layers import (MLP, ConvStem, DepthwiseConv2d, GlobalSelfAttention,
+                      MultiScaleDilatedAttention, TokenBlock, map_to_tokens, tokens_to_map)
 from ..layers.patch_embed import Size
 from .base import PyramidBackbone, PyramidStage, drop_path_schedule
 
@@ -51,7 +51,7 @@ class ConvDownsample(nn.Module):
         self.proj = nn.Conv2d(in_channels, embed_dims, kernel_size, 2, (kernel_size - 1) // 2)
         self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
         if cpe:
-            self.pos_embed = nn.Conv2d(embed_dims, embed_dims, 3, 1, 1, groups=embed_dims)
+            self.pos_embed = DepthwiseConv2d(embed_dims, 3)
         self.cpe = cpe
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
@@ -68,7 +68,7 @@ class CPEBlock(TokenBlock):
     def __init__(self, embed_dims: int, *args, cpe: bool = True, **kwargs):
         super().__init__(embed_dims, *args, **kwargs)
         if cpe:
-            self.pos_embed = nn.Conv2d(embed_dims, embed_dims, 3, 1, 1, groups=embed_dims)
+            self.pos_embed = DepthwiseConv2d(embed_dims, 3)
         self.cpe = cpe
 
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:

@@ -8,22 +8,44 @@ from mmcv.cnn import build_activation_layer
 from mmengine.registry import MODELS
 from torch import nn
 
+from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
 class MLP(nn.Module):
     """``fc1 -> act -> drop -> fc2 -> drop`` over tokens (the ViT FFN); called
-    as ``mlp(tokens, hw)`` like the other FFNs, ``hw`` unused."""
+    as ``mlp(tokens, hw)`` like the other FFNs, ``hw`` unused.
+
+    Without autograd (inference) long sequences run ``chunk_tokens`` tokens at
+    a time, so the ``hidden_dims``-wide activation never exists for the whole
+    map (on an 800x1344 image DilateFormer's first-stage hidden layer would be
+    74 MiB twice over); every token's result is the same as unchunked.
+    ``chunk_tokens=None`` turns this off.
+    """
 
     def __init__(self, embed_dims: int, hidden_dims: int,
-                 act_cfg: dict = dict(type='GELU'), drop: float = 0.):
+                 act_cfg: dict = dict(type='GELU'), drop: float = 0.,
+                 chunk_tokens: Optional[int] = 4096):
         super().__init__()
         self.fc1 = nn.Linear(embed_dims, hidden_dims)
         self.act = build_activation_layer(act_cfg)
         self.fc2 = nn.Linear(hidden_dims, embed_dims)
         self.drop = nn.Dropout(drop)
+        self.chunk_tokens = chunk_tokens
 
     def forward(self, x: torch.Tensor, hw: Optional[Size] = None) -> torch.Tensor:
+        chunk = self.chunk_tokens
+        if chunk is None or torch.is_grad_enabled() or x.shape[:-1].numel() <= chunk:
+            return self._mlp(x)
+        flat = x.reshape(-1, x.shape[-1])
+        first = self._mlp(flat[:chunk])  # its dtype is the output's (autocast)
+        out = first.new_empty(flat.shape[0], first.shape[-1])
+        out[:chunk] = first
+        for start in range(chunk, flat.shape[0], chunk):
+            out[start:start + chunk] = self._mlp(flat[start:start + chunk])
+        return out.view(*x.shape[:-1], -1)
+
+    def _mlp(self, x: torch.Tensor) -> torch.Tensor:
         return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
 
 
@@ -46,7 +68,7 @@ class ConvFFN(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(embed_dims, hidden_dims)
         self.pre_act = build_activation_layer(pre_act_cfg) if pre_act_cfg else nn.Identity()
-        self.dwconv = nn.Conv2d(hidden_dims, hidden_dims, 3, 1, 1, groups=hidden_dims)
+        self.dwconv = DepthwiseConv2d(hidden_dims, 3)
         self.act = build_activation_layer(act_cfg)
         self.fc2 = nn.Linear(hidden_dims, embed_dims)
         self.drop = nn.Dropout(drop)

@@ -6,6 +6,7 @@ import torch
 from mmengine.registry import MODELS
 from torch import nn
 
+from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
@@ -50,7 +51,7 @@ class FocalModulation(nn.Module):
         self.normalize_modulator = normalize_modulator
         self.f = nn.Linear(embed_dims, 2 * embed_dims + focal_level + 1)
         self.focal_layers = nn.ModuleList(
-            nn.Conv2d(embed_dims, embed_dims, k, padding=k // 2, groups=embed_dims, bias=False)
+            DepthwiseConv2d(embed_dims, k, bias=False)
             for k in kernels)
         self.act = nn.GELU()
         self.h = nn.Conv2d(embed_dims, embed_dims, 1)

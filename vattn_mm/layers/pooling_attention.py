@@ -12,6 +12,7 @@ from torch import nn
 
 from .attention import merge_heads, split_heads
 from .block import TokenBlock
+from .conv import DepthwiseConv2d
 from .patch_embed import Size, tokens_to_map
 
 
@@ -31,7 +32,7 @@ def make_pool_convs(embed_dims: int, num_pools: int) -> nn.ModuleList:
     """The depthwise 3x3 convs refining each pooled map (official
     ``d_convs{s}``: one per pool ratio, shared by all blocks of a stage)."""
     return nn.ModuleList(
-        nn.Conv2d(embed_dims, embed_dims, 3, padding=1, groups=embed_dims)
+        DepthwiseConv2d(embed_dims, 3)
         for _ in range(num_pools))
 
 

@@ -28,6 +28,7 @@ from torch import nn
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
+from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 #: largest number of gathered elements (rows x candidates x head_dim) held
@@ -360,7 +361,7 @@ class QuadtreeAttention(nn.Module):
         if attn_type == 'B':
             self.level_logits = nn.Parameter(torch.randn(num_levels))
             self.lepe_convs = nn.ModuleList(
-                nn.Conv2d(embed_dims, embed_dims, 3, padding=1, groups=embed_dims)
+                DepthwiseConv2d(embed_dims, 3)
                 for _ in range(num_levels))
             self.value_downsamples = nn.ModuleList(
                 nn.Sequential(

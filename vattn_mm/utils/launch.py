@@ -30,7 +30,7 @@ def load_config(path: str, cfg_options: Optional[dict] = None,
     return cfg
 
 
-def _replace_sync_bn(node: Any) -> int:
+def replace_sync_bn(node: Any) -> int:
     """SyncBN -> BN in a config tree (SyncBatchNorm has no CPU kernel)."""
     count = 0
     if isinstance(node, dict):
@@ -38,10 +38,10 @@ def _replace_sync_bn(node: Any) -> int:
             node['type'] = 'BN'
             count += 1
         for value in node.values():
-            count += _replace_sync_bn(value)
+            count += replace_sync_bn(value)
     elif isinstance(node, (list, tuple)):
         for value in node:
-            count += _replace_sync_bn(value)
+            count += replace_sync_bn(value)
     return count
 
 
@@ -69,7 +69,7 @@ def setup_distributed(cfg: Config) -> None:
     cfg.model_wrapper_cfg = dict(
         type='MMDistributedDataParallel', device_ids=None, broadcast_buffers=False,
         find_unused_parameters=cfg.get('find_unused_parameters', False))
-    replaced = _replace_sync_bn(cfg.model)
+    replaced = replace_sync_bn(cfg.model)
     if replaced:
         print_log(f'CPU distributed run: {replaced} SyncBN layer config(s) use BN instead '
                   '(SyncBatchNorm needs CUDA); statistics are per process.', logger='current')

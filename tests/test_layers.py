@@ -1,0 +1,62 @@
+"""Shared layers' fast paths: each gives the result of the plain computation."""
+import pytest
+import torch
+from torch import nn
+
+from vattn_mm.layers import MLP, DepthwiseConv2d, is_token_map, tokens_to_map
+
+
+@pytest.mark.parametrize('kernel_size,bias,batch', [(3, True, 1), (3, True, 2), (9, False, 1)])
+def test_depthwise_conv_on_token_maps_is_channels_last_and_exact(kernel_size, bias, batch):
+    """A map viewed from (B, N, C) tokens runs channels-last (no copy to NCHW,
+    a channels-last output that turns back into tokens without a copy) and
+    equals nn.Conv2d forward and backward; an NCHW map takes the plain path."""
+    torch.manual_seed(0)
+    c, hw = 16, (9, 11)
+    conv = DepthwiseConv2d(c, kernel_size, bias=bias)
+    plain = nn.Conv2d(c, c, kernel_size, padding=kernel_size // 2, groups=c, bias=bias)
+    plain.load_state_dict(conv.state_dict())
+    tokens = torch.randn(batch, hw[0] * hw[1], c)
+    x1 = tokens.clone().requires_grad_()
+    x2 = tokens.clone().requires_grad_()
+    map1, map2 = tokens_to_map(x1, hw), tokens_to_map(x2, hw).contiguous()
+    assert is_token_map(map1) and not is_token_map(map2)
+    out1, out2 = conv(map1), plain(map2)
+    assert out1.is_contiguous(memory_format=torch.channels_last) and out1.stride(1) == 1
+    torch.testing.assert_close(out1, out2, rtol=1e-5, atol=1e-5)
+    grad = torch.randn_like(out2)
+    out1.backward(grad)
+    out2.backward(grad)
+    torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(conv.weight.grad, plain.weight.grad, rtol=1e-4, atol=1e-4)
+    out3 = conv(map2.detach())                        # NCHW in: plain nn.Conv2d path
+    assert out3.is_contiguous()
+    torch.testing.assert_close(out3, out2.detach(), rtol=1e-5, atol=1e-5)
+
+
+def test_depthwise_conv_keys_are_conv2d_keys():
+    conv = DepthwiseConv2d(8, 5, stride=2, dilation=2)
+    assert set(conv.state_dict()) == {'weight', 'bias'}
+    assert conv.weight.shape == (8, 1, 5, 5) and conv.groups == 8
+    assert conv.padding == (4, 4) and conv.stride == (2, 2)
+
+
+def test_mlp_runs_long_sequences_in_chunks_without_autograd():
+    """Inference splits the tokens into chunks (far less memory for the wide
+    hidden layer) with the same result; with autograd it runs whole."""
+    torch.manual_seed(0)
+    mlp = MLP(8, 32, chunk_tokens=7).eval()
+    x = torch.randn(2, 25, 8)                        # 50 tokens: 7 full chunks + 1 token
+    with torch.no_grad():
+        whole = mlp._mlp(x)
+        calls = []
+        handle = mlp.fc1.register_forward_hook(lambda m, i, o: calls.append(i[0].shape[0]))
+        chunked = mlp(x)
+        handle.remove()
+    assert calls == [7] * 7 + [1]
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-6)
+    assert chunked.shape == x.shape
+    calls.clear()
+    handle = mlp.fc1.register_forward_hook(lambda m, i, o: calls.append(i[0].shape))
+    mlp(x).sum().backward()
+    assert calls == [x.shape] and mlp.fc1.weight.grad is not None
