@@ -60,3 +60,12 @@ def test_mlp_runs_long_sequences_in_chunks_without_autograd():
     handle = mlp.fc1.register_forward_hook(lambda m, i, o: calls.append(i[0].shape))
     mlp(x).sum().backward()
     assert calls == [x.shape] and mlp.fc1.weight.grad is not None
+
+
+def test_depthwise_conv_large_kernels_take_the_plain_path():
+    from vattn_mm.layers.conv import CHANNELS_LAST_MAX_KERNEL
+    big = DepthwiseConv2d(8, CHANNELS_LAST_MAX_KERNEL + 2)
+    small = DepthwiseConv2d(8, CHANNELS_LAST_MAX_KERNEL)
+    x = tokens_to_map(torch.randn(1, 20 * 20, 8), (20, 20))
+    assert not big.channels_last and small.channels_last
+    assert big(x).is_contiguous() and small(x).stride(1) == 1
