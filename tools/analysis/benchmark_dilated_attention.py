@@ -5,8 +5,8 @@ Every measurement runs in a fresh subprocess so that peaks do not mix:
 
 * the memory the run adds to what the imports, the model, the input and a
   warm-up on a tiny input hold (:class:`vattn_mm.analysis.benchmark.PeakMemory`:
-  the process's high-water mark on CPU, with glibc told to serve big blocks
-  with ``mmap`` so that freed memory leaves the resident set at once;
+  the process's high-water mark on CPU, with glibc switched to serving big
+  blocks with ``mmap`` so that freed memory leaves the resident set at once;
   ``torch.cuda.max_memory_allocated()`` on CUDA).
 
 Scopes: ``msda`` = the attention layer of the first block (input: normalised
@@ -114,9 +114,6 @@ def worker(args) -> dict:
     x, hw = tokens(args, args.size, device)
     small, small_hw = tokens(args, (64, 64), device)
     run_once(args, fn, small, small_hw)                    # warm-up: kernels, thread pools
-    stage.zero_grad(set_to_none=True)
-    with PeakMemory(device) as peak:
-        run_once(args, fn, x, hw)
     times = []
     for _ in range(args.repeat):
         stage.zero_grad(set_to_none=True)
@@ -127,6 +124,9 @@ def worker(args) -> dict:
         if device == 'cuda':
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
+    stage.zero_grad(set_to_none=True)
+    with PeakMemory(device) as peak:                       # after timing: it slows glibc down
+        run_once(args, fn, x, hw)
     return dict(peak=peak.bytes, time=statistics.median(times))
 
 
@@ -165,9 +165,7 @@ def spawn(args, task: str, **overrides) -> dict:
     for key in ('impl', 'device', 'scope', 'mode'):
         if a.get(key):
             cmd += [f'--{key}', a[key][0] if isinstance(a[key], list) else a[key]]
-    # vattn_mm.analysis.benchmark.MALLOC_ENV (not imported: this process stays torch-free)
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_='65536', MALLOC_TRIM_THRESHOLD_='0')
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if res.returncode:
         raise RuntimeError(f'{task} {overrides} failed:\n{res.stderr}')
     return json.loads(res.stdout.strip().splitlines()[-1])

@@ -6,16 +6,20 @@ Every case (target, input size, mode) runs in a fresh interpreter
 not mix:
 
 * the model is built, the input created and ``warmup`` iterations run;
-* the peak mark is reset: CPU: ``/proc/self/clear_refs`` lowers the process's
-  high-water mark (``VmHWM``, what ``ru_maxrss`` reports for it) to the current
-  resident size, glibc serving big blocks with ``mmap`` so that freed memory
-  leaves the resident set at once; CUDA: ``torch.cuda.reset_peak_memory_stats``;
-* ``iters`` timed iterations (synchronised on CUDA); the reported latency is
-  their median, the peak memory is the high-water mark during them minus the
-  memory at the reset (weights, input and allocator caches excluded, every
-  transient buffer and, for training, the gradients included);
-* ``torch.mm`` of two 2048x2048 matrices of the run's dtype, timed in the same
-  process right before, gives the machine's matmul peak (GFLOP/s, best of 5).
+* ``torch.mm`` of two 2048x2048 matrices of the run's dtype gives the
+  machine's matmul peak (GFLOP/s, best of 5);
+* ``iters`` timed iterations (synchronised on CUDA) with the allocator as
+  users have it; the reported latency is their median;
+* one more iteration measures the peak memory (:class:`PeakMemory`): on CPU
+  glibc is first switched to serving big blocks with ``mmap`` (freed memory
+  leaves the resident set at once, so the process's high-water mark
+  ``VmHWM`` follows the live tensors; timing in that mode would add a page
+  fault per page of every large temporary, which is why it comes after the
+  timing), then the mark is lowered to the current resident size; on CUDA
+  ``torch.cuda.reset_peak_memory_stats``.  Reported: the high-water mark
+  during the iteration minus the memory before it (weights, input and
+  allocator caches excluded, every transient buffer and, for training, the
+  gradients included).
 
 Modes: ``fwd`` = eval-mode forward under ``torch.no_grad``; ``train`` =
 train-mode forward + backward of the sum of the outputs (no optimizer step).
@@ -43,9 +47,7 @@ DTYPES = ('fp32', 'fp16', 'bf16')
 #: MACs of a training step relative to the forward
 TRAIN_MAC_FACTOR = 3
 _MM_SIZE = 2048
-#: glibc serves blocks above 64 KiB with mmap and returns them at once, so
-#: freed memory leaves the resident set (set in every CPU worker's environment)
-MALLOC_ENV = dict(MALLOC_MMAP_THRESHOLD_='65536', MALLOC_TRIM_THRESHOLD_='0')
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
 
 
 @dataclass
@@ -112,6 +114,22 @@ def _proc_status_kib(key: str) -> Optional[int]:
     return None
 
 
+def mmap_large_blocks() -> bool:
+    """Make glibc serve blocks above 64 KiB with ``mmap`` and return freed
+    memory to the system at once, from now on in this process (so that the
+    resident size follows the live tensors), and release what it holds
+    freed.  False where the C library is not glibc."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6')
+        ok = libc.mallopt(_M_MMAP_THRESHOLD, 64 * 1024) and libc.mallopt(_M_TRIM_THRESHOLD, 0)
+        libc.malloc_trim(0)
+        return bool(ok)
+    except (OSError, AttributeError):
+        return False
+
+
 def _reset_cpu_peak() -> tuple[int, str]:
     """Lower the high-water mark to the current RSS; returns (bytes resident
     now, method name).  Where ``/proc`` cannot do it, falls back to the
@@ -142,11 +160,11 @@ class PeakMemory:
         peak.bytes, peak.method
 
     CUDA: ``torch.cuda.max_memory_allocated()`` above what was allocated at
-    entry.  CPU: the process's high-water mark (``VmHWM``), first lowered to
-    the resident size through ``/proc/self/clear_refs``; where that is not
-    possible, ``ru_maxrss`` above its value at entry (a lower bound).
-    Run the process with :data:`MALLOC_ENV` so that freed blocks leave the
-    resident set.
+    entry.  CPU: glibc is switched to :func:`mmap_large_blocks` (for the rest
+    of the process: measure time before, not inside, the block), then the
+    process's high-water mark (``VmHWM``) is lowered to the resident size
+    through ``/proc/self/clear_refs``; where that is not possible,
+    ``ru_maxrss`` above its value at entry (a lower bound).
     """
 
     def __init__(self, device: str = 'cpu'):
@@ -160,6 +178,7 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats()
             self._base, self.method = torch.cuda.memory_allocated(), 'cuda.max_memory_allocated'
         else:
+            mmap_large_blocks()
             self._base, self.method = _reset_cpu_peak()
         return self
 
@@ -251,13 +270,14 @@ def measure(case: Case) -> Measurement:
     _sync(case.device)
     mm = matmul_gflops(case.device, case.dtype)
     times = []
+    for _ in range(case.iters):
+        _sync(case.device)
+        start = time.perf_counter()
+        step()
+        _sync(case.device)
+        times.append(time.perf_counter() - start)
     with PeakMemory(case.device) as peak:
-        for _ in range(case.iters):
-            _sync(case.device)
-            start = time.perf_counter()
-            step()
-            _sync(case.device)
-            times.append(time.perf_counter() - start)
+        step()
     return Measurement(latency_ms=statistics.median(times) * 1e3,
                        peak_mib=peak.bytes / 2**20, mm_gflops=mm,
                        threads=torch.get_num_threads(), memory_method=peak.method,
@@ -271,7 +291,7 @@ def _repo_root() -> Path:
 
 def run_case(case: Case, timeout: Optional[float] = None) -> Measurement:
     """Run :func:`measure` for ``case`` in a fresh interpreter."""
-    env = dict(os.environ, **MALLOC_ENV)
+    env = dict(os.environ)
     env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(_repo_root()),
                                                       env.get('PYTHONPATH')]))
     cmd = [sys.executable, '-m', 'vattn_mm.analysis.benchmark', '--worker',
