@@ -63,9 +63,28 @@ def test_mlp_runs_long_sequences_in_chunks_without_autograd():
 
 
 def test_depthwise_conv_large_kernels_take_the_plain_path():
-    from vattn_mm.layers.conv import CHANNELS_LAST_MAX_KERNEL
-    big = DepthwiseConv2d(8, CHANNELS_LAST_MAX_KERNEL + 2)
-    small = DepthwiseConv2d(8, CHANNELS_LAST_MAX_KERNEL)
+    from vattn_mm.layers.conv import CHANNELS_LAST_MAX_DEPTHWISE_KERNEL
+    big = DepthwiseConv2d(8, CHANNELS_LAST_MAX_DEPTHWISE_KERNEL + 2)
+    small = DepthwiseConv2d(8, CHANNELS_LAST_MAX_DEPTHWISE_KERNEL)
     x = tokens_to_map(torch.randn(1, 20 * 20, 8), (20, 20))
     assert not big.channels_last and small.channels_last
     assert big(x).is_contiguous() and small(x).stride(1) == 1
+
+
+@pytest.mark.parametrize('cin,cout,kernel,stride', [(8, 16, 3, 2), (12, 12, 4, 4), (6, 10, 1, 1)])
+def test_token_map_conv_equals_conv2d(cin, cout, kernel, stride):
+    """Strided / patch-embedding convs on token maps: channels-last in and out
+    (1x1 convs take the plain path: no faster), the result of nn.Conv2d."""
+    from vattn_mm.layers import TokenMapConv2d
+    torch.manual_seed(0)
+    conv = TokenMapConv2d(cin, cout, kernel, stride, kernel // 2 if kernel == 3 else 0)
+    plain = nn.Conv2d(cin, cout, kernel, stride, kernel // 2 if kernel == 3 else 0)
+    plain.load_state_dict(conv.state_dict())
+    x = tokens_to_map(torch.randn(2, 12 * 16, cin), (12, 16)).requires_grad_()
+    out, ref = conv(x), plain(x.detach().contiguous())
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    assert conv.channels_last == (kernel > 1)
+    if kernel > 1:
+        assert out.is_contiguous(memory_format=torch.channels_last)
+    out.sum().backward()
+    assert conv.weight.grad is not None and x.grad is not None

@@ -16,7 +16,7 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from ..checkpoint import DILATEFORMER_CONVERTER
-from ..layers import (MLP, ConvStem, DepthwiseConv2d, GlobalSelfAttention,
+from ..layers import (MLP, ConvStem, DepthwiseConv2d, GlobalSelfAttention, TokenMapConv2d,
                       MultiScaleDilatedAttention, TokenBlock, map_to_tokens, tokens_to_map)
 from ..layers.patch_embed import Size
 from .base import PyramidBackbone, PyramidStage, drop_path_schedule
@@ -48,7 +48,8 @@ class ConvDownsample(nn.Module):
     def __init__(self, in_channels: int, embed_dims: int, kernel_size: int = 3,
                  cpe: bool = False, norm_cfg: dict = dict(type='BN')):
         super().__init__()
-        self.proj = nn.Conv2d(in_channels, embed_dims, kernel_size, 2, (kernel_size - 1) // 2)
+        self.proj = TokenMapConv2d(in_channels, embed_dims, kernel_size, 2,
+                                   (kernel_size - 1) // 2)
         self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
         if cpe:
             self.pos_embed = DepthwiseConv2d(embed_dims, 3)

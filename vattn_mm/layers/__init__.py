@@ -1,7 +1,7 @@
 """Reusable layers: patch embeddings / stems, token mixers, FFNs, blocks."""
 from .attention import SpatialReductionAttention, merge_heads, split_heads
 from .block import LayerScale, TokenBlock
-from .conv import DepthwiseConv2d, is_token_map
+from .conv import DepthwiseConv2d, TokenMapConv2d, is_token_map
 from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
 from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
                                 dilated_local_attention)
@@ -16,7 +16,7 @@ from .pooling_attention import (PoolingBlock, PyramidPoolingAttention,
 
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale',
-    'TokenBlock', 'DepthwiseConv2d', 'is_token_map', 'ConvFFN', 'ConvStem', 'OverlapPatchEmbed', 'map_to_tokens',
+    'TokenBlock', 'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map', 'ConvFFN', 'ConvStem', 'OverlapPatchEmbed', 'map_to_tokens',
     'tokens_to_map',
     'QuadtreeAttention', 'coarse_to_fine_attention',
     'PoolingBlock', 'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',

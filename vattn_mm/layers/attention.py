@@ -7,6 +7,7 @@ from mmcv.cnn import build_norm_layer
 from mmengine.registry import MODELS
 from torch import nn
 
+from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
@@ -54,7 +55,7 @@ class SpatialReductionAttention(nn.Module):
             self.act = nn.GELU()
         elif sr_ratio > 1:
             self.pool = nn.Identity()
-            self.sr = nn.Conv2d(embed_dims, embed_dims, sr_ratio, sr_ratio)
+            self.sr = TokenMapConv2d(embed_dims, embed_dims, sr_ratio, sr_ratio)
             self.act = nn.Identity()
         self.reduces = linear or sr_ratio > 1
         self.window = 1 if linear else sr_ratio  # smallest map side the conv SR accepts

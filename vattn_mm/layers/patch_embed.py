@@ -10,6 +10,8 @@ from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.registry import MODELS
 from torch import nn
 
+from .conv import TokenMapConv2d
+
 Size = tuple[int, int]
 
 
@@ -42,7 +44,7 @@ class OverlapPatchEmbed(nn.Module):
         super().__init__()
         padding = kernel_size // 2 if padding is None else padding
         self.pad_to_multiple = pad_to_multiple
-        self.proj = nn.Conv2d(in_channels, embed_dims, kernel_size, stride, padding)
+        self.proj = TokenMapConv2d(in_channels, embed_dims, kernel_size, stride, padding)
         self.norm = build_norm_layer(norm_cfg, embed_dims)[1] if norm_cfg else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
