@@ -186,10 +186,16 @@ class PyramidBackbone(BaseModule):
 
     # ------------------------------------------------------------ forward
     def run_blocks(self, blocks: nn.ModuleList, x: torch.Tensor, *args) -> torch.Tensor:
-        """Apply ``blocks`` in order, with activation checkpointing if enabled."""
+        """Apply ``blocks`` in order, with activation checkpointing if enabled.
+
+        ``x`` is this backbone's own tensor (a patch embedding's output), so
+        without autograd the blocks add their residuals into it in place."""
+        inplace = not torch.is_grad_enabled()
         for block in blocks:
             if self.with_cp and x.requires_grad:
                 x = checkpoint(block, x, *args, use_reentrant=False)
+            elif inplace:
+                x = block(x, *args, inplace=True)
             else:
                 x = block(x, *args)
         return x

@@ -17,7 +17,8 @@ from torch import nn
 
 from ..checkpoint import DILATEFORMER_CONVERTER
 from ..layers import (MLP, ConvStem, DepthwiseConv2d, GlobalSelfAttention, TokenMapConv2d,
-                      MultiScaleDilatedAttention, TokenBlock, map_to_tokens, tokens_to_map)
+                      MultiScaleDilatedAttention, TokenBlock, map_to_tokens, residual_add,
+                      tokens_to_map)
 from ..layers.patch_embed import Size
 from .base import PyramidBackbone, PyramidStage, drop_path_schedule
 
@@ -72,10 +73,10 @@ class CPEBlock(TokenBlock):
             self.pos_embed = DepthwiseConv2d(embed_dims, 3)
         self.cpe = cpe
 
-    def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hw: Size, inplace: bool = False) -> torch.Tensor:
         if self.cpe:
-            x = x + map_to_tokens(self.pos_embed(tokens_to_map(x, hw)))[0]
-        return super().forward(x, hw)
+            x = residual_add(inplace)(x, map_to_tokens(self.pos_embed(tokens_to_map(x, hw)))[0])
+        return super().forward(x, hw, inplace=inplace)
 
 
 @MODELS.register_module()

@@ -9,8 +9,8 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from ..checkpoint import P2T_CONVERTER
-from ..layers import (ConvFFN, OverlapPatchEmbed, PoolingBlock,
-                      PyramidPoolingAttention, make_pool_convs, tokens_to_map)
+from ..layers import (ConvFFN, OverlapPatchEmbed, PyramidPoolingAttention, TokenBlock,
+                      make_pool_convs, tokens_to_map)
 from .base import PyramidBackbone, PyramidStage, drop_path_schedule
 
 _S = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8], mlp_ratios=[8, 8, 4, 4])
@@ -73,7 +73,7 @@ class P2T(PyramidBackbone):
                 patch_embed = OverlapPatchEmbed(dims[i - 1], dims[i], kernel_size=3, stride=2)
             hswish = dict(type='HSwish')
             blocks = [
-                PoolingBlock(
+                TokenBlock(
                     dims[i],
                     PyramidPoolingAttention(dims[i], a['num_heads'][i], a['pool_ratios'][i],
                                             qkv_bias=a['qkv_bias']),

@@ -1,6 +1,6 @@
 """Reusable layers: patch embeddings / stems, token mixers, FFNs, blocks."""
 from .attention import SpatialReductionAttention, merge_heads, split_heads
-from .block import LayerScale, TokenBlock
+from .block import LayerScale, TokenBlock, residual_add
 from .conv import DepthwiseConv2d, TokenMapConv2d, is_token_map
 from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
 from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
@@ -11,15 +11,14 @@ from .hilo import HiLoAttention
 from .patch_embed import (ConvStem, OverlapPatchEmbed, map_to_tokens,
                           tokens_to_map)
 from .quadtree_attention import QuadtreeAttention, coarse_to_fine_attention
-from .pooling_attention import (PoolingBlock, PyramidPoolingAttention,
-                                make_pool_convs, pooled_size)
+from .pooling_attention import PyramidPoolingAttention, make_pool_convs, pooled_size
 
 __all__ = [
-    'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale',
-    'TokenBlock', 'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map', 'ConvFFN', 'ConvStem', 'OverlapPatchEmbed', 'map_to_tokens',
-    'tokens_to_map',
+    'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
+    'TokenBlock', 'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map', 'ConvFFN', 'ConvStem',
+    'OverlapPatchEmbed', 'map_to_tokens', 'tokens_to_map',
     'QuadtreeAttention', 'coarse_to_fine_attention',
-    'PoolingBlock', 'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',
+    'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',
     'FocalModulation',
     'HiLoAttention', 'BiasedDeformConv2d', 'DeformableTokenMerging',
     'MLP', 'GlobalSelfAttention', 'MultiScaleDilatedAttention', 'dilated_local_attention',

@@ -25,11 +25,16 @@ class LayerScale(nn.Module):
 class TokenBlock(nn.Module):
     """``x + drop_path(ls1(mixer(norm1(x)))) -> x + drop_path(ls2(ffn(norm2(x))))``.
 
-    ``mixer`` and ``ffn`` are called as ``module(tokens, (H, W))``.  A block
-    without a token mixer (``mixer=None``) is just the FFN half, as in the
-    early LITv2 stages.  ``layer_scale`` enables :class:`LayerScale`;
+    ``mixer`` and ``ffn`` are called as ``module(tokens, (H, W))``; extra
+    positional arguments of the block go to the mixer (P2T's pooling convs).
+    A block without a token mixer (``mixer=None``) is just the FFN half, as in
+    the early LITv2 stages.  ``layer_scale`` enables :class:`LayerScale`;
     ``post_norm`` normalises each branch's output instead of its input
     (``x + drop_path(ls1(norm1(mixer(x))))``, FocalNet-L/XL/H ``use_postln``).
+
+    ``inplace=True`` (only without autograd, for an input nobody else reads
+    afterwards, as :meth:`PyramidBackbone.run_blocks` passes it in inference)
+    adds the residuals into ``x`` itself: one map less alive per block.
     """
 
     def __init__(self, embed_dims: int, mixer: Optional[nn.Module], ffn: nn.Module,
@@ -49,11 +54,23 @@ class TokenBlock(nn.Module):
         self.ls2 = LayerScale(embed_dims, layer_scale) if scaled else nn.Identity()
         self.has_mixer = mixer is not None
 
-    def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, hw: Size, *mixer_args, inplace: bool = False
+                ) -> torch.Tensor:
+        add = residual_add(inplace)
         if self.has_mixer:
-            x = x + self.drop_path(self.ls1(self._branch(self.attn, self.norm1, x, hw)))
-        return x + self.drop_path(self.ls2(self._branch(self.ffn, self.norm2, x, hw)))
+            x = add(x, self.drop_path(self.ls1(
+                self._branch(self.attn, self.norm1, x, hw, *mixer_args))))
+        return add(x, self.drop_path(self.ls2(self._branch(self.ffn, self.norm2, x, hw))))
 
     def _branch(self, module: nn.Module, norm: nn.Module, x: torch.Tensor,
-                hw: Size) -> torch.Tensor:
-        return norm(module(x, hw)) if self.post_norm else module(norm(x), hw)
+                hw: Size, *args) -> torch.Tensor:
+        return norm(module(x, hw, *args)) if self.post_norm else module(norm(x), hw, *args)
+
+
+def residual_add(inplace: bool):
+    """``x + y``, or ``x.add_(y)`` (in place, refused under autograd)."""
+    if not inplace:
+        return torch.add
+    if torch.is_grad_enabled():
+        raise RuntimeError('in-place residuals are for inference (torch.no_grad) only')
+    return torch.Tensor.add_

@@ -11,7 +11,6 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from .attention import merge_heads, split_heads
-from .block import TokenBlock
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, tokens_to_map
 
@@ -94,12 +93,3 @@ class PyramidPoolingAttention(nn.Module):
         k, v = split_heads(self.kv(self.pool(x, hw, pool_convs)),
                            2 * self.num_heads).chunk(2, dim=1)
         return self.proj(merge_heads(F.scaled_dot_product_attention(q, k, v)))
-
-
-class PoolingBlock(TokenBlock):
-    """:class:`TokenBlock` whose mixer also receives the stage's pooling convs:
-    ``block(tokens, (H, W), pool_convs)``."""
-
-    def forward(self, x: torch.Tensor, hw: Size, pool_convs: nn.ModuleList) -> torch.Tensor:
-        x = x + self.drop_path(self.ls1(self.attn(self.norm1(x), hw, pool_convs)))
-        return x + self.drop_path(self.ls2(self.ffn(self.norm2(x), hw)))
