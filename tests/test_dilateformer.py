@@ -251,3 +251,20 @@ def test_msda_keeps_no_unfolded_copies():
     assert ours < 6 * one_map, ours / one_map
     assert theirs > 3 * ours, (theirs / one_map, ours / one_map)
 
+
+
+@pytest.mark.parametrize('hw,chunk', [((11, 7), 14), ((9, 13), 13), ((10, 6), 1)])
+def test_msda_bands_in_inference_are_exact(hw, chunk):
+    """Without autograd a map larger than chunk_tokens goes in row bands with
+    halos (down to one row per band): same result as the whole map and as
+    the unfold reference, dilations up to 3 reaching across bands."""
+    torch.manual_seed(0)
+    module = MultiScaleDilatedAttention(12, num_heads=3, chunk_tokens=chunk).eval()
+    x = torch.randn(2, hw[0] * hw[1], 12)
+    with torch.no_grad():
+        banded = module(x, hw)
+        module.chunk_tokens = None
+        whole = module(x, hw)
+        reference = unfold_msda(module, x, hw)
+    torch.testing.assert_close(banded, whole, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(banded, reference, rtol=1e-5, atol=1e-5)

@@ -84,6 +84,10 @@ class MultiScaleDilatedAttention(nn.Module):
     output channels are group-major, then ``proj``.  The queries, keys and
     values of one group at a time are computed (a third of the ``qkv`` output
     for three dilations), so the peak memory stays a small multiple of the map.
+    Without autograd, maps of more than ``chunk_tokens`` tokens go in bands of
+    rows (each with the neighbour rows its dilation reaches, whose own results
+    are discarded) and ``proj`` runs band by band into the attention output:
+    besides the input only that output and one band's buffers are alive.
 
     Args:
         embed_dims: channels ``C``.
@@ -93,12 +97,13 @@ class MultiScaleDilatedAttention(nn.Module):
         qkv_bias: bias of the ``qkv`` projection.
         qk_scale: logit scale (default ``head_dim ** -0.5``).
         attn_drop / proj_drop: dropout on attention weights / output.
+        chunk_tokens: band size (tokens) in inference; ``None``: no bands.
     """
 
     def __init__(self, embed_dims: int, num_heads: int, kernel_size: int = 3,
                  dilation: Sequence[int] = (1, 2, 3), qkv_bias: bool = True,
                  qk_scale: Optional[float] = None, attn_drop: float = 0.,
-                 proj_drop: float = 0.):
+                 proj_drop: float = 0., chunk_tokens: Optional[int] = 16384):
         super().__init__()
         groups = len(dilation)
         if embed_dims % num_heads or num_heads % groups:
@@ -118,6 +123,7 @@ class MultiScaleDilatedAttention(nn.Module):
         self.qkv = nn.Conv2d(embed_dims, 3 * embed_dims, 1, bias=qkv_bias)
         self.proj = nn.Linear(embed_dims, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
+        self.chunk_tokens = chunk_tokens
 
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
         b, n, c = x.shape
@@ -127,9 +133,23 @@ class MultiScaleDilatedAttention(nn.Module):
         x = x.reshape(b, *hw, c)
         out = x.new_empty(b, *hw, c)
         width = c // len(self.dilation)
-        for g in range(len(self.dilation)):
-            self._attend_group(x, g, out[..., g * width:(g + 1) * width])
-        return self.proj_drop(self.proj(out.view(b, n, c)))
+        if self.chunk_tokens is None or torch.is_grad_enabled() or n <= self.chunk_tokens:
+            for g in range(len(self.dilation)):
+                self._attend_group(x, g, out[..., g * width:(g + 1) * width])
+            return self.proj_drop(self.proj(out.view(b, n, c)))
+        rows = max(1, self.chunk_tokens // hw[1])
+        for g, dilation in enumerate(self.dilation):
+            reach = dilation * (self.kernel_size // 2)
+            for top in range(0, hw[0], rows):
+                bottom = min(top + rows, hw[0])
+                lo, hi = max(0, top - reach), min(hw[0], bottom + reach)
+                band = x.new_empty(b, hi - lo, hw[1], width)
+                self._attend_group(x[:, lo:hi], g, band)
+                out[:, top:bottom, :, g * width:(g + 1) * width] = band[:, top - lo:bottom - lo]
+        for top in range(0, hw[0], rows):
+            band = out[:, top:top + rows]
+            band.copy_(self.proj_drop(self.proj(band)))
+        return out.view(b, n, c)
 
     def _attend_group(self, x: torch.Tensor, g: int, out: torch.Tensor) -> None:
         """Queries, keys and values of head group ``g`` only (rows
