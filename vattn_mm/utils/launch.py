@@ -75,13 +75,23 @@ def setup_distributed(cfg: Config) -> None:
                   '(SyncBatchNorm needs CUDA); statistics are per process.', logger='current')
 
 
+#: the visualization hook each upstream scope's schedule bases add
+_VISUALIZATION_HOOKS = {'mmdet': 'DetVisualizationHook', 'mmseg': 'SegVisualizationHook',
+                        'mmpretrain': 'VisualizationHook'}
+
+
 def enable_visualization(cfg: Config, show_dir: str) -> None:
     """Save visualised predictions under ``<work_dir>/<timestamp>/<show_dir>``
     (mmdet / mmpretrain hooks) or ``<show_dir>`` (mmseg's visualizer)."""
-    hooks = cfg.get('default_hooks', {})
+    hooks = cfg.setdefault('default_hooks', {})
     hook = hooks.get('visualization')
-    if hook is None:
-        raise ValueError('--show-dir needs a `visualization` hook in default_hooks')
+    if hook is None:  # e.g. a config without the upstream schedule bases, which define it
+        scope = cfg.get('default_scope')
+        if scope not in _VISUALIZATION_HOOKS:
+            raise ValueError('--show-dir needs a `visualization` hook in default_hooks (or a '
+                             f'default_scope among {sorted(_VISUALIZATION_HOOKS)})')
+        hooks['visualization'] = dict(type=_VISUALIZATION_HOOKS[scope])
+        hook = hooks['visualization']  # the config's own copy
     hook['interval'] = 1
     if hook.get('type') == 'VisualizationHook':  # mmpretrain
         hook.update(enable=True, out_dir=show_dir)
