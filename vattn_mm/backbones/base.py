@@ -24,7 +24,6 @@ from torch.utils.checkpoint import checkpoint
 
 from ..checkpoint import FamilyConverter, load_pretrained
 from ..layers import tokens_to_map
-from ..layers.patch_embed import Size
 
 
 def drop_path_schedule(depths: Sequence[int], rate: float) -> list[list[float]]:
@@ -186,16 +185,6 @@ class PyramidBackbone(BaseModule):
         return self
 
     # ------------------------------------------------------------ forward
-    def embed(self, stage: 'PyramidStage', x: torch.Tensor) -> tuple[torch.Tensor, Size]:
-        """``stage.patch_embed(x)``, checkpointed too under ``with_cp`` (stems
-        run at high resolution: DilateFormer's keeps several full-size maps
-        for its backward).  BatchNorm in a checkpointed stem updates its running
-        statistics twice per step, as in mmdet's ResNet ``with_cp``."""
-        if self.with_cp and torch.is_grad_enabled() and any(
-                p.requires_grad for p in stage.patch_embed.parameters()):
-            return checkpoint(stage.patch_embed, x, use_reentrant=False)
-        return stage.patch_embed(x)
-
     def run_blocks(self, blocks: nn.ModuleList, x: torch.Tensor, *args) -> torch.Tensor:
         """Apply ``blocks`` in order, with activation checkpointing if enabled.
 
@@ -216,7 +205,7 @@ class PyramidBackbone(BaseModule):
         the last stage in ``out_indices``; returns NCHW maps."""
         outs = []
         for i, stage in enumerate(self.stages[:self.out_indices[-1] + 1]):
-            tokens, hw = self.embed(stage, x)
+            tokens, hw = stage.patch_embed(x)
             tokens = self.run_blocks(stage.blocks, tokens, hw)
             if self.norm_feeds_next:
                 x = out = tokens_to_map(stage.norm(tokens), hw)

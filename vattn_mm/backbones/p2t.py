@@ -91,7 +91,7 @@ class P2T(PyramidBackbone):
         """Returns the NCHW stage maps of ``out_indices`` (strides 4/8/16/32)."""
         outs = []
         for i, stage in enumerate(self.stages):
-            tokens, hw = self.embed(stage, x)
+            tokens, hw = stage.patch_embed(x)
             tokens = self.run_blocks(stage.blocks, tokens, hw, stage.pool_convs)
             x = tokens_to_map(tokens, hw)
             if i in self.out_indices:
