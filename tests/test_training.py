@@ -73,8 +73,10 @@ def test_demo_train_evaluate_and_visualise(demo_root, tmp_path, config, metric, 
               '--show-dir', str(vis), '--cfg-options', *data_options(demo_root, config),
               'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False'])
     metrics = json.loads((work / 'test_metrics.json').read_text())
-    assert metric in metrics
+    assert isinstance(metrics[metric], float)
     assert len(list(vis.rglob(images))) == 4
+    table = run_tool([sys.executable, 'tools/summarize_metrics.py', str(work)]).stdout
+    assert f'| run | {metric} | {metrics[metric]:.3f} |' in table
 
 
 def test_resume_after_interruption(demo_root, tmp_path):

@@ -27,7 +27,9 @@ def main() -> None:
     for name, metrics, _, _ in rows:
         for key in KEYS:
             if key in metrics:
-                print(f'| {name} | {key} | {metrics[key]:.3f} |')
+                value = metrics[key]
+                text = f'{value:.3f}' if isinstance(value, (int, float)) else str(value)
+                print(f'| {name} | {key} | {text} |')
     for name, _, count, vis in rows:
         print(f'{name}: {count} pictures of the predictions under {vis}')
 

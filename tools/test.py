@@ -27,6 +27,15 @@ from vattn_mm.utils.launch import (enable_visualization, load_config,  # noqa: E
                                    require_exact_checkpoint, setup_distributed)
 
 
+def _json_value(value):
+    """Metric values as JSON numbers: Python and NumPy scalars (mmseg's
+    IoUMetric returns numpy.float32, which json cannot write) and 0-d
+    tensors; anything else as its text."""
+    if hasattr(value, 'item') and getattr(value, 'ndim', 0) == 0:
+        value = value.item()
+    return float(value) if isinstance(value, (int, float)) else str(value)
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Test a detector, segmentor or classifier')
     parser.add_argument('config', help='config file')
@@ -62,8 +71,7 @@ def main() -> None:
     if is_main_process():
         out = osp.join(cfg.work_dir, 'test_metrics.json')
         with open(out, 'w') as f:
-            json.dump({k: float(v) if isinstance(v, (int, float)) else str(v)
-                       for k, v in metrics.items()}, f, indent=2)
+            json.dump({k: _json_value(v) for k, v in metrics.items()}, f, indent=2)
         print(f'metrics written to {out}')
 
 
