@@ -8,19 +8,11 @@ from mmengine.config import Config, ConfigDict
 from mmengine.registry import DefaultScope, init_default_scope
 from mmengine.structures import PixelData
 
+from vattn_mm.analysis.targets import strip_pretrained
+
 ROOT = Path(__file__).resolve().parents[1]
 # configs/_base_/ holds recipe fragments that the family configs inherit
 CONFIGS = sorted(p for p in (ROOT / 'configs').rglob('*.py') if '_base_' not in p.parts)
-
-
-def _strip_pretrained(node):
-    if isinstance(node, dict):
-        if node.get('type') == 'Pretrained':
-            return None
-        return {k: _strip_pretrained(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_strip_pretrained(v) for v in node]
-    return node
 
 
 def _det_batch(num_classes: int, with_mask: bool):
@@ -57,7 +49,7 @@ def test_config_builds_and_trains_one_step(path):
     with DefaultScope.overwrite_default_scope(scope):
         init_default_scope(scope)
         from mmengine.registry import MODELS
-        model_cfg = _strip_pretrained(cfg.model.to_dict())
+        model_cfg = strip_pretrained(cfg.model.to_dict())
         if 'data_preprocessor' in model_cfg and 'size' in model_cfg['data_preprocessor']:
             model_cfg['data_preprocessor']['size'] = (128, 160)
         model = MODELS.build(ConfigDict(model_cfg))

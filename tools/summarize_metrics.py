@@ -27,9 +27,7 @@ def main() -> None:
     for name, metrics, _, _ in rows:
         for key in KEYS:
             if key in metrics:
-                value = metrics[key]
-                text = f'{value:.3f}' if isinstance(value, (int, float)) else str(value)
-                print(f'| {name} | {key} | {text} |')
+                print(f'| {name} | {key} | {metrics[key]:.3f} |')
     for name, _, count, vis in rows:
         print(f'{name}: {count} pictures of the predictions under {vis}')
 

@@ -114,20 +114,20 @@ def _proc_status_kib(key: str) -> Optional[int]:
     return None
 
 
-def mmap_large_blocks() -> bool:
+def mmap_large_blocks() -> None:
     """Make glibc serve blocks above 64 KiB with ``mmap`` and return freed
     memory to the system at once, from now on in this process (so that the
     resident size follows the live tensors), and release what it holds
-    freed.  False where the C library is not glibc."""
+    freed.  Does nothing where the C library is not glibc."""
     import ctypes
     import ctypes.util
     try:
         libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6')
-        ok = libc.mallopt(_M_MMAP_THRESHOLD, 64 * 1024) and libc.mallopt(_M_TRIM_THRESHOLD, 0)
+        libc.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)
+        libc.mallopt(_M_TRIM_THRESHOLD, 0)
         libc.malloc_trim(0)
-        return bool(ok)
     except (OSError, AttributeError):
-        return False
+        pass
 
 
 def _reset_cpu_peak() -> tuple[int, str]:

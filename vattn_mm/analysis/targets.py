@@ -108,15 +108,15 @@ def build_backbone(spec: str, *, imagenet: bool = False, with_cp: bool = False,
         return ImageNetClassifier(backbone) if imagenet else backbone
 
 
-def _strip_pretrained(node: Any) -> Any:
+def strip_pretrained(node: Any) -> Any:
     """Drop ``init_cfg=dict(type='Pretrained', ...)`` entries (no checkpoint
     files are needed to measure a model)."""
     if isinstance(node, dict):
         if node.get('type') == 'Pretrained':
             return None
-        return {k: _strip_pretrained(v) for k, v in node.items()}
+        return {k: strip_pretrained(v) for k, v in node.items()}
     if isinstance(node, list):
-        return [_strip_pretrained(v) for v in node]
+        return [strip_pretrained(v) for v in node]
     return node
 
 
@@ -143,7 +143,7 @@ def build_config_model(path: str, *, with_cp: bool = False,
     if 'model' not in cfg:
         raise ValueError(f'{path} has no `model` entry')
     scope = cfg.get('default_scope', 'mmdet')
-    model_cfg = _strip_pretrained(cfg.model.to_dict())
+    model_cfg = strip_pretrained(cfg.model.to_dict())
     model_cfg.pop('pretrained', None)
     replace_sync_bn(model_cfg)
     if with_cp:

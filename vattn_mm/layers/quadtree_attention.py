@@ -28,7 +28,7 @@ from torch import nn
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
-from .conv import DepthwiseConv2d, TokenMapConv2d
+from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 #: largest number of gathered elements (rows x candidates x head_dim) held
@@ -366,7 +366,7 @@ class QuadtreeAttention(nn.Module):
             self.value_downsamples = nn.ModuleList(
                 nn.Sequential(
                     nn.GroupNorm(1, embed_dims), build_activation_layer(value_act_cfg),
-                    TokenMapConv2d(embed_dims, embed_dims, 2, stride=2),
+                    nn.Conv2d(embed_dims, embed_dims, 2, stride=2),
                     nn.GroupNorm(1, embed_dims), build_activation_layer(value_act_cfg),
                     nn.Conv2d(embed_dims, embed_dims, 1))
                 for _ in range(num_levels - 1))
