@@ -23,8 +23,8 @@ from mmengine.runner import Runner  # noqa: E402
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 
 from vattn_mm.utils import trust_checkpoint  # noqa: E402
-from vattn_mm.utils.launch import (enable_visualization, load_config,  # noqa: E402
-                                   require_exact_checkpoint, setup_distributed)
+from vattn_mm.utils.launch import (distributed_teardown, enable_visualization,  # noqa: E402
+                                   load_config, require_exact_checkpoint, setup_distributed)
 
 
 def _json_value(value):
@@ -66,13 +66,14 @@ def main() -> None:
     if args.show_dir:
         enable_visualization(cfg, args.show_dir)
     setup_distributed(cfg)
-    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
-    metrics = runner.test()
-    if is_main_process():
-        out = osp.join(cfg.work_dir, 'test_metrics.json')
-        with open(out, 'w') as f:
-            json.dump({k: _json_value(v) for k, v in metrics.items()}, f, indent=2)
-        print(f'metrics written to {out}')
+    with distributed_teardown():
+        runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
+        metrics = runner.test()
+        if is_main_process():
+            out = osp.join(cfg.work_dir, 'test_metrics.json')
+            with open(out, 'w') as f:
+                json.dump({k: _json_value(v) for k, v in metrics.items()}, f, indent=2)
+            print(f'metrics written to {out}')
 
 
 if __name__ == '__main__':

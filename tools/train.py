@@ -20,7 +20,7 @@ from mmengine.runner import Runner  # noqa: E402
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 
 from vattn_mm.utils import trust_checkpoint  # noqa: E402
-from vattn_mm.utils.launch import load_config, setup_distributed  # noqa: E402
+from vattn_mm.utils.launch import distributed_teardown, load_config, setup_distributed  # noqa: E402
 
 
 def parse_args() -> argparse.Namespace:
@@ -67,8 +67,9 @@ def main() -> None:
     elif args.resume is not None:
         cfg.resume, cfg.load_from = True, args.resume
     setup_distributed(cfg)
-    runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
-    runner.train()
+    with distributed_teardown():
+        runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
+        runner.train()
 
 
 if __name__ == '__main__':

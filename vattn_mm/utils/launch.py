@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 import os.path as osp
+from contextlib import contextmanager
 from datetime import timedelta
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 import torch
 import torch.distributed as dist
@@ -74,6 +75,29 @@ def setup_distributed(cfg: Config) -> None:
         print_log(f'CPU distributed run: {replaced} SyncBN layer config(s) use BN instead '
                   '(SyncBatchNorm needs CUDA); statistics are per process.', logger='current')
 
+
+
+@contextmanager
+def distributed_teardown() -> Iterator[None]:
+    """Leave the process group explicitly when a distributed run ends.
+
+    Without it every rank exits while the others may still use the group: the
+    rank that hosts the rendezvous store (rank 0) can be gone before another
+    rank's gloo threads are destroyed at interpreter exit, which aborts that
+    rank (SIGABRT) after a run that succeeded.  On success the ranks meet at a
+    barrier, then destroy the group; on failure the group is destroyed locally
+    (no collective: the other ranks may be dead or stuck) and the error is
+    re-raised.
+    """
+    try:
+        yield
+    except BaseException:
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+        raise
+    if dist.is_available() and dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 #: the visualization hook each upstream scope's schedule bases add
 _VISUALIZATION_HOOKS = {'mmdet': 'DetVisualizationHook', 'mmseg': 'SegVisualizationHook',
