@@ -2,6 +2,7 @@
 tools/analysis/benchmark.py on a micro backbone (one real run) and its
 reports."""
 import csv
+import json
 import importlib.util
 from pathlib import Path
 
@@ -144,18 +145,47 @@ def test_parse_shape_rejects(text):
         parse_shape(text)
 
 
-def test_peak_memory_sees_a_transient_buffer():
-    """What the benchmarks report: a 64 MiB buffer allocated and freed inside
-    the block shows as (at least most of) 64 MiB."""
-    import torch
+PEAK_PROBE = """
+import json, torch
+from vattn_mm.analysis.benchmark import PeakMemory
+keep = [torch.ones(2**20) for _ in range(64)]   # 256 MiB alive before: not counted
+del keep                                         # and freed: must not count either
+with PeakMemory('cpu') as peak:
+    buf = torch.ones(16 * 2**20)                 # 64 MiB, touched, freed inside
+    del buf
+    small = [torch.ones(2**20) for _ in range(8)]  # 32 MiB alive at exit
+print(json.dumps(dict(bytes=peak.bytes, method=peak.method)))
+"""
 
-    from vattn_mm.analysis.benchmark import PeakMemory
-    with PeakMemory('cpu') as peak:
-        buf = torch.ones(16 * 2**20)          # 64 MiB, touched
-        del buf
-    assert peak.method in ('VmHWM', 'ru_maxrss')
-    if peak.method == 'VmHWM':
-        assert 48 * 2**20 < peak.bytes < 256 * 2**20
+
+def test_peak_memory_sees_a_transient_buffer():
+    """What the benchmarks report, in a process started the way the memory
+    workers are: a 64 MiB buffer allocated and freed inside the block shows
+    as 64 MiB (not more: memory freed before the block does not count)."""
+    import subprocess
+    import sys
+
+    from vattn_mm.analysis.benchmark import memory_worker_env
+    env = memory_worker_env()
+    env['PYTHONPATH'] = str(ROOT)
+    res = subprocess.run([sys.executable, '-c', PEAK_PROBE], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    peak = json.loads(res.stdout.strip().splitlines()[-1])
+    assert peak['method'] in ('VmHWM', 'ru_maxrss')
+    if peak['method'] == 'VmHWM':
+        assert 60 * 2**20 < peak['bytes'] < 80 * 2**20, peak
+
+
+def test_peak_memory_refuses_a_process_without_mmap_malloc(monkeypatch):
+    """Started without the malloc settings, glibc's free heap chunks would
+    count as resident: PeakMemory says so instead of overstating."""
+    from vattn_mm.analysis.benchmark import MMAP_MALLOC_ENV, PeakMemory
+    for key in MMAP_MALLOC_ENV:
+        monkeypatch.delenv(key, raising=False)
+    with pytest.raises(RuntimeError, match='MALLOC_MMAP_THRESHOLD_'):
+        with PeakMemory('cpu'):
+            pass
 
 
 def test_dilated_attention_benchmark_runs(capsys):

@@ -3,10 +3,12 @@ multi-scale dilated attention vs the official ``nn.Unfold`` formulation.
 
 Every measurement runs in a fresh subprocess so that peaks do not mix:
 
-* the memory the run adds to what the imports, the model, the input and a
-  warm-up on a tiny input hold (:class:`vattn_mm.analysis.benchmark.PeakMemory`:
-  the process's high-water mark on CPU, with glibc switched to serving big
-  blocks with ``mmap`` so that freed memory leaves the resident set at once;
+* the median time of ``--repeat`` runs after a warm-up on a tiny input;
+* in another subprocess, the memory one run adds to what the imports, the
+  model, the input and the warm-up hold
+  (:class:`vattn_mm.analysis.benchmark.PeakMemory`: on CPU the process's
+  high-water mark, the process started with glibc serving big blocks with
+  ``mmap`` so that freed memory leaves the resident set at once;
   ``torch.cuda.max_memory_allocated()`` on CUDA).
 
 Scopes: ``msda`` = the attention layer of the first block (input: normalised
@@ -101,35 +103,50 @@ def run_once(args, fn, x, hw):
             fn(x, hw)
 
 
-def worker(args) -> dict:
-    """Measure one (impl, device, scope, mode) in this fresh process."""
+def _prepare(args):
+    """Threads, the model in the right mode, the input, one warm-up run."""
     import torch
     import vattn_mm  # noqa: F401
-    from vattn_mm.analysis.benchmark import PeakMemory
 
     torch.set_num_threads(args.threads)
-    device = args.device
-    stage, fn = build(args, args.impl, device)
+    stage, fn = build(args, args.impl, args.device)
     stage.train(args.mode == 'train')
-    x, hw = tokens(args, args.size, device)
-    small, small_hw = tokens(args, (64, 64), device)
+    x, hw = tokens(args, args.size, args.device)
+    small, small_hw = tokens(args, (64, 64), args.device)
     run_once(args, fn, small, small_hw)                    # warm-up: kernels, thread pools
+    return stage, fn, x, hw
+
+
+def time_worker(args) -> dict:
+    """Median time of one (impl, device, scope, mode) in this fresh process."""
+    import torch
+    stage, fn, x, hw = _prepare(args)
     times = []
     for _ in range(args.repeat):
         stage.zero_grad(set_to_none=True)
         xi = x.clone()           # inference adds the residuals into the input
-        if device == 'cuda':
+        if args.device == 'cuda':
             torch.cuda.synchronize()
         start = time.perf_counter()
         run_once(args, fn, xi, hw)
-        if device == 'cuda':
+        if args.device == 'cuda':
             torch.cuda.synchronize()
         times.append(time.perf_counter() - start)
+    return dict(time=statistics.median(times))
+
+
+def memory_worker(args) -> dict:
+    """Peak memory of one run in this fresh process (restarted with the
+    malloc settings :class:`PeakMemory` needs on CPU)."""
+    from vattn_mm.analysis.benchmark import PeakMemory, exec_with_mmap_malloc
+    if args.device == 'cpu':
+        exec_with_mmap_malloc()
+    stage, fn, x, hw = _prepare(args)
     stage.zero_grad(set_to_none=True)
     xi = x.clone()
-    with PeakMemory(device) as peak:                       # after timing: it slows glibc down
+    with PeakMemory(args.device) as peak:
         run_once(args, fn, xi, hw)
-    return dict(peak=peak.bytes, time=statistics.median(times))
+    return dict(peak=peak.bytes)
 
 
 def max_abs_diff(args) -> dict:
@@ -154,7 +171,7 @@ def info(args) -> dict:
     return dict(torch=torch.__version__, cuda=torch.cuda.is_available())
 
 
-TASKS = dict(measure=worker, diff=max_abs_diff, info=info)
+TASKS = dict(time=time_worker, memory=memory_worker, diff=max_abs_diff, info=info)
 
 
 def spawn(args, task: str, **overrides) -> dict:
@@ -207,8 +224,9 @@ def main() -> None:
         for scope in args.scope or ['msda', 'stage']:
             diff = spawn(args, 'diff', device=device, scope=scope)['diff']
             for mode in args.mode or ['inference', 'train']:
-                res = {impl: spawn(args, 'measure', impl=impl, device=device, scope=scope,
-                                   mode=mode) for impl in IMPLS}
+                case = dict(device=device, scope=scope, mode=mode)
+                res = {impl: {**spawn(args, 'time', impl=impl, **case),
+                              **spawn(args, 'memory', impl=impl, **case)} for impl in IMPLS}
                 ratio = res['unfold']['peak'] / max(res['ours']['peak'], 1)
                 for impl in IMPLS:
                     r = res[impl]

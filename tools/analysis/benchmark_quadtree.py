@@ -16,10 +16,11 @@ Each case runs in a fresh subprocess.  Time is the best of ``--repeat``
 runs after one warm-up: wall-clock on CUDA; on CPU the process's CPU time
 (``time.process_time``, single thread by default), which other jobs on a
 shared machine barely disturb (wall-clock is printed to stderr).  Peak memory
-is what the runs add to the imports, the model and the input
-(:class:`vattn_mm.analysis.benchmark.PeakMemory`: ``torch.cuda.max_memory_allocated``
-on CUDA, the process's high-water mark on CPU; it includes every transient
-buffer).  Prints a
+is what one run adds to the imports, the model, the input and a warm-up run,
+measured in a second subprocess (:class:`vattn_mm.analysis.benchmark.PeakMemory`:
+``torch.cuda.max_memory_allocated`` on CUDA, the process's high-water mark on
+CPU, where the memory worker runs with glibc unmapping freed blocks at once; it
+includes every transient buffer).  Prints a
 markdown table and the growth ratios for 4x the tokens (linear cost: about 4x;
 the check is <= 5x).
 
@@ -81,10 +82,12 @@ def _build(kind: str):
 
 
 def worker(spec: dict) -> dict:
-    """Run one case in this (fresh) process and return its measurements."""
+    """Run one case in this (fresh) process and return its time
+    (``spec['part'] == 'time'``) or its peak memory (``'memory'``)."""
+    from vattn_mm.analysis.benchmark import PeakMemory, exec_with_mmap_malloc
+    if spec['part'] == 'memory' and spec['device'] == 'cpu':
+        exec_with_mmap_malloc()
     import torch
-
-    from vattn_mm.analysis.benchmark import PeakMemory
     torch.set_num_threads(spec['threads'])
     device = torch.device(spec['device'])
     kind, (h, w) = spec['kind'], spec['size']
@@ -107,17 +110,19 @@ def worker(spec: dict) -> dict:
         if device.type == 'cuda':
             torch.cuda.synchronize()
 
+    run()  # warm-up
+    if spec['part'] == 'memory':
+        with PeakMemory(spec['device']) as peak:
+            run()
+        return dict(peak_bytes=peak.bytes)
     walls, cpus = [], []
-    for _ in range(1 + spec['repeat']):
+    for _ in range(spec['repeat']):
         wall, cpu = time.perf_counter(), time.process_time()
         run()
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
-    with PeakMemory(spec['device']) as peak:    # after timing: it slows glibc down
-        run()
-    wall = min(walls[1:])
-    return dict(time_s=wall if device.type == 'cuda' else min(cpus[1:]), wall_s=wall,
-                peak_bytes=peak.bytes)
+    wall = min(walls)
+    return dict(time_s=wall if device.type == 'cuda' else min(cpus), wall_s=wall)
 
 
 #: glibc settings that keep freed large blocks for reuse (see the docstring)
@@ -125,14 +130,18 @@ CACHING_MALLOC = dict(MALLOC_MMAP_THRESHOLD_=str(2**34), MALLOC_TRIM_THRESHOLD_=
 
 
 def measure(spec: dict, env: dict) -> dict:
-    cmd = [sys.executable, __file__, '--worker', json.dumps(spec)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    lines = proc.stdout.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        err = (proc.stderr.strip().splitlines() or ['killed'])[-1]
-        reason = 'OOM' if 'out of memory' in err.lower() or proc.returncode < 0 else err
-        return dict(skipped=f'failed: {reason[:80]}')
-    return json.loads(lines[-1])
+    """Time (in ``env``) and peak memory of one case, each in a fresh process."""
+    out = {}
+    for part in ('time', 'memory'):
+        cmd = [sys.executable, __file__, '--worker', json.dumps(dict(spec, part=part))]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            err = (proc.stderr.strip().splitlines() or ['killed'])[-1]
+            reason = 'OOM' if 'out of memory' in err.lower() or proc.returncode < 0 else err
+            return dict(skipped=f'failed: {reason[:80]}')
+        out.update(json.loads(lines[-1]))
+    return out
 
 
 def fmt(res: dict | None) -> tuple[str, str]:

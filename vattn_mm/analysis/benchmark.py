@@ -10,16 +10,16 @@ not mix:
   machine's matmul peak (GFLOP/s, best of 5);
 * ``iters`` timed iterations (synchronised on CUDA) with the allocator as
   users have it; the reported latency is their median;
-* one more iteration measures the peak memory (:class:`PeakMemory`): on CPU
-  glibc is first switched to serving big blocks with ``mmap`` (freed memory
-  leaves the resident set at once, so the process's high-water mark
-  ``VmHWM`` follows the live tensors; timing in that mode would add a page
-  fault per page of every large temporary, which is why it comes after the
-  timing), then the mark is lowered to the current resident size; on CUDA
-  ``torch.cuda.reset_peak_memory_stats``.  Reported: the high-water mark
-  during the iteration minus the memory before it (weights, input and
-  allocator caches excluded, every transient buffer and, for training, the
-  gradients included).
+* the peak memory comes from one iteration (after the warm-up) measured by
+  :class:`PeakMemory`: on CUDA ``torch.cuda.max_memory_allocated``; on CPU in
+  a second fresh interpreter started with :data:`MMAP_MALLOC_ENV` (glibc
+  serves every block over 64 KiB with ``mmap`` and unmaps it on ``free``, so
+  the process's high-water mark ``VmHWM`` follows the live tensors; timing
+  in that mode would add a page fault per page of every large temporary,
+  which is why time and memory come from separate processes).  Reported:
+  the high-water mark during the iteration minus the memory before it
+  (weights, input and allocator caches excluded, every transient buffer and,
+  for training, the gradients included).
 
 Modes: ``fwd`` = eval-mode forward under ``torch.no_grad``; ``train`` =
 train-mode forward + backward of the sum of the outputs (no optimizer step).
@@ -47,7 +47,13 @@ DTYPES = ('fp32', 'fp16', 'bf16')
 #: MACs of a training step relative to the forward
 TRAIN_MAC_FACTOR = 3
 _MM_SIZE = 2048
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
+#: glibc settings for CPU peak-memory processes: blocks over 64 KiB are
+#: mmap-ed and unmapped on free, freed heap memory is returned at once.  They
+#: must hold from the start of the process: switched on later, glibc keeps
+#: serving big blocks from the free chunks its heap already has, and every
+#: page such a block touches stays resident after its free, so the
+#: high-water mark would count memory that was freed long before the peak.
+MMAP_MALLOC_ENV = {'MALLOC_MMAP_THRESHOLD_': str(64 * 1024), 'MALLOC_TRIM_THRESHOLD_': '0'}
 
 
 @dataclass
@@ -114,20 +120,17 @@ def _proc_status_kib(key: str) -> Optional[int]:
     return None
 
 
-def mmap_large_blocks() -> None:
-    """Make glibc serve blocks above 64 KiB with ``mmap`` and return freed
-    memory to the system at once, from now on in this process (so that the
-    resident size follows the live tensors), and release what it holds
-    freed.  Does nothing where the C library is not glibc."""
-    import ctypes
-    import ctypes.util
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library('c') or 'libc.so.6')
-        libc.mallopt(_M_MMAP_THRESHOLD, 64 * 1024)
-        libc.mallopt(_M_TRIM_THRESHOLD, 0)
-        libc.malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+def mmap_malloc_active() -> bool:
+    """Whether this process was started with :data:`MMAP_MALLOC_ENV`."""
+    return all(os.environ.get(k) == v for k, v in MMAP_MALLOC_ENV.items())
+
+
+def exec_with_mmap_malloc() -> None:
+    """Restart this process (same command line) with :data:`MMAP_MALLOC_ENV`
+    unless it already has it: the first call of a CPU memory worker."""
+    if not mmap_malloc_active():
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], memory_worker_env())
 
 
 def _reset_cpu_peak() -> tuple[int, str]:
@@ -160,11 +163,12 @@ class PeakMemory:
         peak.bytes, peak.method
 
     CUDA: ``torch.cuda.max_memory_allocated()`` above what was allocated at
-    entry.  CPU: glibc is switched to :func:`mmap_large_blocks` (for the rest
-    of the process: measure time before, not inside, the block), then the
-    process's high-water mark (``VmHWM``) is lowered to the resident size
-    through ``/proc/self/clear_refs``; where that is not possible,
-    ``ru_maxrss`` above its value at entry (a lower bound).
+    entry.  CPU: the process must have been started with
+    :data:`MMAP_MALLOC_ENV` (else ``RuntimeError``: the numbers would include
+    freed memory); the process's high-water mark (``VmHWM``) is lowered to
+    the resident size through ``/proc/self/clear_refs`` and read at exit;
+    where that is not possible, ``ru_maxrss`` above its value at entry (a
+    lower bound).  Use :func:`memory_worker_env` for the subprocess.
     """
 
     def __init__(self, device: str = 'cpu'):
@@ -178,7 +182,11 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats()
             self._base, self.method = torch.cuda.memory_allocated(), 'cuda.max_memory_allocated'
         else:
-            mmap_large_blocks()
+            if not mmap_malloc_active():
+                raise RuntimeError(
+                    'PeakMemory on CPU needs a process started with the environment '
+                    f'{MMAP_MALLOC_ENV} (see memory_worker_env): without it freed heap '
+                    'blocks count as resident and the peak is overstated')
             self._base, self.method = _reset_cpu_peak()
         return self
 
@@ -190,6 +198,12 @@ class PeakMemory:
         else:
             peak = _cpu_peak(self.method)
         self.bytes = max(peak - self._base, 0)
+
+
+def memory_worker_env(env: Optional[dict] = None) -> dict:
+    """``env`` (default: this process's) with :data:`MMAP_MALLOC_ENV`, for a
+    subprocess that measures CPU peak memory."""
+    return {**(os.environ if env is None else env), **MMAP_MALLOC_ENV}
 
 
 def _torch_dtype(name: str):
@@ -259,29 +273,33 @@ def _step_fn(case: Case) -> Callable[[], None]:
     return step
 
 
-def measure(case: Case) -> Measurement:
-    """Measure ``case`` in this process (meant to be a fresh one)."""
+def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
+    """Measure ``parts`` of ``case`` in this process (meant to be a fresh
+    one): ``'time'`` gives latency, matmul peak and threads, ``'memory'`` the
+    peak (on CPU only in a process started with :data:`MMAP_MALLOC_ENV`)."""
     import torch
     if case.threads:
         torch.set_num_threads(case.threads)
     step = _step_fn(case)
-    for _ in range(case.warmup):
+    for _ in range(max(case.warmup, 1)):
         step()
     _sync(case.device)
-    mm = matmul_gflops(case.device, case.dtype)
-    times = []
-    for _ in range(case.iters):
-        _sync(case.device)
-        start = time.perf_counter()
-        step()
-        _sync(case.device)
-        times.append(time.perf_counter() - start)
-    with PeakMemory(case.device) as peak:
-        step()
-    return Measurement(latency_ms=statistics.median(times) * 1e3,
-                       peak_mib=peak.bytes / 2**20, mm_gflops=mm,
-                       threads=torch.get_num_threads(), memory_method=peak.method,
-                       load1=os.getloadavg()[0])
+    out: dict[str, Any] = dict(threads=torch.get_num_threads())
+    if 'time' in parts:
+        out['mm_gflops'] = matmul_gflops(case.device, case.dtype)
+        times = []
+        for _ in range(case.iters):
+            _sync(case.device)
+            start = time.perf_counter()
+            step()
+            _sync(case.device)
+            times.append(time.perf_counter() - start)
+        out.update(latency_ms=statistics.median(times) * 1e3, load1=os.getloadavg()[0])
+    if 'memory' in parts:
+        with PeakMemory(case.device) as peak:
+            step()
+        out.update(peak_mib=peak.bytes / 2**20, memory_method=peak.method)
+    return out
 
 
 # --------------------------------------------------------------- driver side
@@ -289,20 +307,30 @@ def _repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def run_case(case: Case, timeout: Optional[float] = None) -> Measurement:
-    """Run :func:`measure` for ``case`` in a fresh interpreter."""
-    env = dict(os.environ)
+def _run_worker(case: Case, parts: Sequence[str], env: dict,
+                timeout: Optional[float]) -> dict:
+    env = dict(env)
     env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(_repo_root()),
                                                       env.get('PYTHONPATH')]))
     cmd = [sys.executable, '-m', 'vattn_mm.analysis.benchmark', '--worker',
-           json.dumps(asdict(case))]
+           json.dumps(asdict(case)), '--parts', *parts]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
                          check=False)
     if res.returncode:
         tail = '\n'.join(res.stderr.strip().splitlines()[-15:])
         raise RuntimeError(f'{case.target} {case.shape[0]}x{case.shape[1]} {case.mode} failed '
                            f'(exit {res.returncode}):\n{tail}')
-    return Measurement(**json.loads(res.stdout.strip().splitlines()[-1]))
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def run_case(case: Case, timeout: Optional[float] = None) -> Measurement:
+    """Measure ``case`` in fresh interpreters: time and CUDA memory in one, CPU
+    memory in a second one started with :data:`MMAP_MALLOC_ENV`."""
+    if case.device.startswith('cuda'):
+        return Measurement(**_run_worker(case, ('time', 'memory'), dict(os.environ), timeout))
+    timed = _run_worker(case, ('time', ), dict(os.environ), timeout)
+    memory = _run_worker(case, ('memory', ), memory_worker_env(), timeout)
+    return Measurement(**{**timed, **{k: memory[k] for k in ('peak_mib', 'memory_method')}})
 
 
 def parse_shape(text: str) -> tuple[int, int]:
@@ -483,9 +511,12 @@ def _pixels(shape: str) -> float:
 def _worker_main(argv: Sequence[str]) -> None:
     parser = argparse.ArgumentParser(description='benchmark worker (internal)')
     parser.add_argument('--worker', required=True, help='JSON of a Case')
-    spec = json.loads(parser.parse_args(argv).worker)
+    parser.add_argument('--parts', nargs='+', choices=('time', 'memory'),
+                        default=['time', 'memory'])
+    args = parser.parse_args(argv)
+    spec = json.loads(args.worker)
     spec['shape'] = tuple(spec['shape'])
-    print(json.dumps(asdict(measure(Case(**spec)))))
+    print(json.dumps(measure(Case(**spec), args.parts)))
 
 
 if __name__ == '__main__':
