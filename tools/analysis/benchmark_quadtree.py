@@ -112,6 +112,7 @@ def worker(spec: dict) -> dict:
 
     run()  # warm-up
     if spec['part'] == 'memory':
+        model.zero_grad(set_to_none=True)  # the run's gradients count in its peak
         with PeakMemory(spec['device']) as peak:
             run()
         return dict(peak_bytes=peak.bytes)

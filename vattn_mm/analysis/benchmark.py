@@ -19,7 +19,8 @@ not mix:
   which is why time and memory come from separate processes).  Reported:
   the high-water mark during the iteration minus the memory before it
   (weights, input and allocator caches excluded, every transient buffer and,
-  for training, the gradients included).
+  for training, the gradients included: the previous step's are freed
+  before the measurement starts).
 
 Modes: ``fwd`` = eval-mode forward under ``torch.no_grad``; ``train`` =
 train-mode forward + backward of the sum of the outputs (no optimizer step).
@@ -244,8 +245,10 @@ def _flat_tensors(out: Any) -> list:
     return []
 
 
-def _step_fn(case: Case) -> Callable[[], None]:
-    """Build the target and return one iteration of ``case.mode``."""
+def _step_fn(case: Case) -> tuple[Any, Callable[[], None]]:
+    """Build the target; return its model and one iteration of ``case.mode``
+    (a training step frees the previous gradients first, as optimizers'
+    ``zero_grad`` does)."""
     import torch
 
     from .targets import build_target
@@ -270,7 +273,7 @@ def _step_fn(case: Case) -> Callable[[], None]:
                 outs = _flat_tensors(target.forward(images))
             loss = sum(t.float().sum() for t in outs if t.requires_grad)
             loss.backward()
-    return step
+    return model, step
 
 
 def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
@@ -280,7 +283,7 @@ def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
     import torch
     if case.threads:
         torch.set_num_threads(case.threads)
-    step = _step_fn(case)
+    model, step = _step_fn(case)
     for _ in range(max(case.warmup, 1)):
         step()
     _sync(case.device)
@@ -296,6 +299,7 @@ def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
             times.append(time.perf_counter() - start)
         out.update(latency_ms=statistics.median(times) * 1e3, load1=os.getloadavg()[0])
     if 'memory' in parts:
+        model.zero_grad(set_to_none=True)  # the step's gradients count in its peak
         with PeakMemory(case.device) as peak:
             step()
         out.update(peak_mib=peak.bytes / 2**20, memory_method=peak.method)
