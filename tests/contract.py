@@ -9,7 +9,9 @@ import torch
 
 def check_registry_scopes(type_name: str, arch: Any, size=(64, 64)) -> list:
     """Builds from the root, mmdet, mmseg and mmpretrain registries; returns
-    the output shapes of the last build."""
+    the output shapes of the last build.  Every output map is contiguous NCHW
+    (mmcv's RoIAlign reads any input so: a channels-last map gives Mask R-CNN
+    wrong RoI features)."""
     from mmdet.registry import MODELS as DET
     from mmengine.registry import MODELS
     from mmpretrain.registry import MODELS as CLS
@@ -18,6 +20,9 @@ def check_registry_scopes(type_name: str, arch: Any, size=(64, 64)) -> list:
     for registry in (MODELS, DET, SEG, CLS):
         model = registry.build(dict(type=type_name, arch=arch, out_indices=(3, )))
         assert type(model) is cls, registry.scope
+    outs = cls(arch=arch).eval()(torch.randn(1, 3, *size))
+    assert len(outs) == 4 and all(o.is_contiguous() for o in outs), \
+        [o.stride() for o in outs]
     return [o.shape for o in model.eval()(torch.randn(1, 3, *size))]
 
 

@@ -55,6 +55,18 @@ def init_transformer_weights(module: nn.Module) -> None:
             nn.init.zeros_(module.bias)
 
 
+def dense_output(x: torch.Tensor) -> torch.Tensor:
+    """A stage map as the dense heads need it: contiguous NCHW.
+
+    Maps viewed from (B, N, C) tokens are channels-last in memory (the next
+    stage's convolutions want them so).  Heads must not get them: mmcv's
+    ``RoIAlign`` (Mask R-CNN, on CPU and CUDA) reads its input as contiguous
+    NCHW and returns wrong features for a channels-last map, and the FPN's
+    convolutions would pass the layout on to it.  The official backbones
+    return contiguous maps too."""
+    return x.contiguous()
+
+
 class PyramidStage(nn.Module):
     """One stage: patch embedding, blocks and (optionally) an output norm."""
 
@@ -202,7 +214,8 @@ class PyramidBackbone(BaseModule):
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Token pipeline: patch embedding, blocks and norm per stage, up to
-        the last stage in ``out_indices``; returns NCHW maps."""
+        the last stage in ``out_indices``; returns contiguous NCHW maps
+        (:func:`dense_output`)."""
         outs = []
         for i, stage in enumerate(self.stages[:self.out_indices[-1] + 1]):
             tokens, hw = stage.patch_embed(x)
@@ -213,5 +226,5 @@ class PyramidBackbone(BaseModule):
                 x = tokens_to_map(tokens, hw)
                 out = tokens_to_map(stage.norm(tokens), hw) if i in self.out_indices else None
             if i in self.out_indices:
-                outs.append(out)
+                outs.append(dense_output(out))
         return tuple(outs)

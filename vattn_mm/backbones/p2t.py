@@ -11,7 +11,7 @@ from torch import nn
 from ..checkpoint import P2T_CONVERTER
 from ..layers import (ConvFFN, OverlapPatchEmbed, PyramidPoolingAttention, TokenBlock,
                       make_pool_convs, tokens_to_map)
-from .base import PyramidBackbone, PyramidStage, drop_path_schedule
+from .base import PyramidBackbone, PyramidStage, dense_output, drop_path_schedule
 
 _S = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8], mlp_ratios=[8, 8, 4, 4])
 
@@ -95,5 +95,5 @@ class P2T(PyramidBackbone):
             tokens = self.run_blocks(stage.blocks, tokens, hw, stage.pool_convs)
             x = tokens_to_map(tokens, hw)
             if i in self.out_indices:
-                outs.append(x)
+                outs.append(dense_output(x))
         return tuple(outs)
