@@ -64,6 +64,13 @@ def test_config_builds_and_trains_one_step(path):
         else:
             batch = _cls_batch(model_cfg['head']['num_classes'])
         data = model.data_preprocessor(batch, True)
+        if scope == 'mmdet':
+            # what the heads get must be contiguous NCHW: mmcv's RoIAlign reads any map so
+            # (channels-last backbone maps made the FPN's outputs channels-last for batches
+            # of square images, and Mask R-CNN trained on scrambled RoI features)
+            with torch.no_grad():
+                feats = model.extract_feat(torch.randn(2, 3, 128, 128))
+            assert all(f.is_contiguous() for f in feats), [f.stride() for f in feats]
         losses = model(**data, mode='loss')
         total = sum(v if isinstance(v, torch.Tensor) else sum(v)
                     for k, v in losses.items() if 'loss' in k)
