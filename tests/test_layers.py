@@ -3,7 +3,8 @@ import pytest
 import torch
 from torch import nn
 
-from vattn_mm.layers import MLP, DepthwiseConv2d, is_token_map, tokens_to_map
+from vattn_mm.layers import MLP, ConvFFN, DepthwiseConv2d, is_token_map, tokens_to_map
+from vattn_mm.layers.fused import FUSED_ACT_AVAILABLE
 
 
 @pytest.mark.parametrize('kernel_size,bias,batch', [(3, True, 1), (3, True, 2), (9, False, 1)])
@@ -124,3 +125,43 @@ def test_backbone_inference_equals_autograd_forward(family, arch):
     for a, b in zip(outs, grad_outs):
         torch.testing.assert_close(a, b.detach(), rtol=1e-5, atol=1e-5)
     assert torch.equal(img, keep)
+
+
+@pytest.mark.skipif(not FUSED_ACT_AVAILABLE, reason='this PyTorch build lacks the oneDNN fused ops')
+@pytest.mark.parametrize('ffn', ['mlp_gelu', 'conv_ffn_gelu', 'conv_ffn_hswish'])
+def test_fused_activation_inference_matches_the_plain_path(ffn, monkeypatch):
+    """Without autograd the FFNs run linear / depthwise conv + activation as
+    one oneDNN call, with the plain path's result; with autograd, under a
+    FLOP counter or with a hook on the layer they take the plain path."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from vattn_mm.layers import fused
+    calls = []
+
+    class CountingOps:
+        def __getattr__(self, name):
+            op = getattr(torch.ops.mkldnn, name)
+            return lambda *args: calls.append(name) or op(*args)
+
+    monkeypatch.setattr(fused, '_OPS', CountingOps())
+    torch.manual_seed(0)
+    hswish = dict(type='HSwish')
+    layer = dict(mlp_gelu=lambda: MLP(16, 48, chunk_tokens=None),
+                 conv_ffn_gelu=lambda: ConvFFN(16, 48),
+                 conv_ffn_hswish=lambda: ConvFFN(16, 48, act_cfg=hswish, pre_act_cfg=hswish))[ffn]()
+    layer.eval()
+    fused_calls = 1 if ffn == 'mlp_gelu' else 2 if ffn == 'conv_ffn_hswish' else 1
+    x = torch.randn(2, 12 * 10, 16)
+    plain = layer(x, (12, 10))                      # autograd on: plain path
+    assert calls == []
+    with torch.no_grad():
+        fast = layer(x, (12, 10))
+        assert len(calls) == fused_calls, calls
+        with FlopCounterMode(display=False):
+            layer(x, (12, 10))
+        hooked = layer.fc1 if ffn == 'mlp_gelu' else layer.dwconv
+        handle = hooked.register_forward_hook(lambda *args: None)
+        layer(x, (12, 10))
+        handle.remove()
+    assert len(calls) == fused_calls + (1 if ffn == 'conv_ffn_hswish' else 0)
+    torch.testing.assert_close(fast, plain.detach(), rtol=0, atol=1e-5)

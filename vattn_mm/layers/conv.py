@@ -6,6 +6,8 @@ from typing import Optional
 import torch
 from torch import nn
 
+from .fused import conv_act
+
 
 def is_token_map(x: torch.Tensor) -> bool:
     """Whether a (B, C, H, W) map keeps its channels innermost in memory, as
@@ -46,6 +48,14 @@ class TokenMapConv2d(nn.Conv2d):
             return super().forward(x)
         x = x.contiguous(memory_format=torch.channels_last)
         return self._conv_forward(x, _channels_last_weight(self.weight), self.bias)
+
+    def forward_act(self, x: torch.Tensor, act: nn.Module) -> torch.Tensor:
+        """``act(self(x))``; in CPU inference one oneDNN call where it can
+        (:func:`~vattn_mm.layers.fused.conv_act`)."""
+        if not (self.channels_last and is_token_map(x)):
+            return conv_act(x, self, self.weight, act)
+        x = x.contiguous(memory_format=torch.channels_last)
+        return conv_act(x, self, _channels_last_weight(self.weight), act)
 
 
 class DepthwiseConv2d(TokenMapConv2d):

@@ -9,6 +9,7 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from .conv import DepthwiseConv2d
+from .fused import linear_act
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
@@ -46,7 +47,7 @@ class MLP(nn.Module):
         return out.view(*x.shape[:-1], -1)
 
     def _mlp(self, x: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
+        return self.drop(self.fc2(self.drop(linear_act(x, self.fc1, self.act))))
 
 
 @MODELS.register_module()
@@ -74,7 +75,6 @@ class ConvFFN(nn.Module):
         self.drop = nn.Dropout(drop)
 
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
-        x = self.pre_act(self.fc1(x))
-        x, _ = map_to_tokens(self.dwconv(tokens_to_map(x, hw)))
-        x = self.drop(self.act(x))
-        return self.drop(self.fc2(x))
+        x = tokens_to_map(linear_act(x, self.fc1, self.pre_act), hw)
+        x, _ = map_to_tokens(self.dwconv.forward_act(x, self.act))
+        return self.drop(self.fc2(self.drop(x)))

