@@ -2,8 +2,8 @@
 tools/analysis/benchmark.py on a micro backbone (one real run) and its
 reports."""
 import csv
-import json
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest

@@ -11,7 +11,8 @@ map 26.5 -> 15.3 ms; results equal to the two-op path up to float rounding.
 Taken only where those kernels apply unchanged: without autograd (they have no
 backward), on CPU, float32 outside autocast, an activation oneDNN has
 (``nn.GELU``, ``nn.Hardswish``, ``nn.ReLU``), a plain ``nn.Linear`` /
-``nn.Conv2d`` without forward hooks (the fused call bypasses ``forward``), no
+``nn.Conv2d``, no forward hooks on it or on the activation (the fused call
+bypasses both ``forward``s), no
 Python dispatch mode active (FLOP counters, fake tensors) and where this
 PyTorch build has the ops; everything else takes the plain path.
 """
@@ -42,19 +43,23 @@ def fused_post_op(act: nn.Module) -> Optional[tuple[str, str]]:
     return None
 
 
-def _can_fuse(x: torch.Tensor, layer: nn.Module) -> bool:
+def _hooked(module: nn.Module) -> bool:
+    return bool(module._forward_hooks or module._forward_pre_hooks)
+
+
+def _can_fuse(x: torch.Tensor, layer: nn.Module, act: nn.Module) -> bool:
     return (FUSED_ACT_AVAILABLE and not torch.is_grad_enabled()
             and x.device.type == 'cpu' and x.dtype == torch.float32
             and not torch.is_autocast_enabled('cpu')
             and _get_current_dispatch_mode() is None
-            and not (layer._forward_hooks or layer._forward_pre_hooks
-                     or _module._global_forward_hooks or _module._global_forward_pre_hooks))
+            and not (_hooked(layer) or _hooked(act) or _module._global_forward_hooks
+                     or _module._global_forward_pre_hooks))
 
 
 def linear_act(x: torch.Tensor, linear: nn.Module, act: nn.Module) -> torch.Tensor:
     """``act(linear(x))``, fused where the module docstring allows."""
     post_op = fused_post_op(act)
-    if post_op is None or type(linear) is not nn.Linear or not _can_fuse(x, linear):
+    if post_op is None or type(linear) is not nn.Linear or not _can_fuse(x, linear, act):
         return act(linear(x))
     flat = x.reshape(-1, x.shape[-1])
     out = _OPS._linear_pointwise(flat, linear.weight, linear.bias, post_op[0], [], post_op[1])
@@ -66,7 +71,7 @@ def conv_act(x: torch.Tensor, conv: nn.Conv2d, weight: torch.Tensor,
     """``act(conv2d(x))`` with ``conv``'s settings and ``weight`` (in the
     caller's layout), fused where the module docstring allows."""
     post_op = fused_post_op(act)
-    if (post_op is None or not _can_fuse(x, conv) or conv.padding_mode != 'zeros'
+    if (post_op is None or not _can_fuse(x, conv, act) or conv.padding_mode != 'zeros'
             or isinstance(conv.padding, str)):
         return act(conv._conv_forward(x, weight, conv.bias))
     return _OPS._convolution_pointwise(x, weight, conv.bias, list(conv.padding),
