@@ -201,10 +201,10 @@ class PeakMemory:
         self.bytes = max(peak - self._base, 0)
 
 
-def memory_worker_env(env: Optional[dict] = None) -> dict:
-    """``env`` (default: this process's) with :data:`MMAP_MALLOC_ENV`, for a
+def memory_worker_env() -> dict:
+    """This process's environment with :data:`MMAP_MALLOC_ENV`, for a
     subprocess that measures CPU peak memory."""
-    return {**(os.environ if env is None else env), **MMAP_MALLOC_ENV}
+    return {**os.environ, **MMAP_MALLOC_ENV}
 
 
 def _torch_dtype(name: str):

@@ -43,19 +43,21 @@ class TokenMapConv2d(nn.Conv2d):
         self.channels_last = kernel > 1 and not (
             depthwise and kernel > CHANNELS_LAST_MAX_DEPTHWISE_KERNEL)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _operands(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The input and weight the convolution runs on: both channels-last
+        on the fast path, else as they are."""
         if not (self.channels_last and is_token_map(x)):
-            return super().forward(x)
-        x = x.contiguous(memory_format=torch.channels_last)
-        return self._conv_forward(x, _channels_last_weight(self.weight), self.bias)
+            return x, self.weight
+        return x.contiguous(memory_format=torch.channels_last), _channels_last_weight(self.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self._conv_forward(*self._operands(x), self.bias)
 
     def forward_act(self, x: torch.Tensor, act: nn.Module) -> torch.Tensor:
         """``act(self(x))``; in CPU inference one oneDNN call where it can
         (:func:`~vattn_mm.layers.fused.conv_act`)."""
-        if not (self.channels_last and is_token_map(x)):
-            return conv_act(x, self, self.weight, act)
-        x = x.contiguous(memory_format=torch.channels_last)
-        return conv_act(x, self, _channels_last_weight(self.weight), act)
+        x, weight = self._operands(x)
+        return conv_act(x, self, weight, act)
 
 
 class DepthwiseConv2d(TokenMapConv2d):

@@ -76,7 +76,6 @@ def setup_distributed(cfg: Config) -> None:
                   '(SyncBatchNorm needs CUDA); statistics are per process.', logger='current')
 
 
-
 @contextmanager
 def distributed_teardown() -> Iterator[None]:
     """Leave the process group explicitly when a distributed run ends.
@@ -98,6 +97,7 @@ def distributed_teardown() -> Iterator[None]:
     if dist.is_available() and dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
+
 
 #: the visualization hook each upstream scope's schedule bases add
 _VISUALIZATION_HOOKS = {'mmdet': 'DetVisualizationHook', 'mmseg': 'SegVisualizationHook',
