@@ -3,7 +3,8 @@ import pytest
 import torch
 from torch import nn
 
-from vattn_mm.layers import MLP, ConvFFN, DepthwiseConv2d, is_token_map, tokens_to_map
+from vattn_mm.layers import (MLP, ConvFFN, DepthwiseConv2d, FocalModulation, is_token_map,
+                             tokens_to_map)
 from vattn_mm.layers.fused import FUSED_ACT_AVAILABLE
 
 
@@ -127,13 +128,29 @@ def test_backbone_inference_equals_autograd_forward(family, arch):
     assert torch.equal(img, keep)
 
 
+def _fused_cases() -> dict:
+    """name -> (layer factory, fused calls per inference forward, the hooked
+    modules' names and the fused calls left with each one hooked)."""
+    hswish = dict(type='HSwish')
+    return dict(
+        mlp_gelu=(lambda: MLP(16, 48, chunk_tokens=None), 1, dict(fc1=0, act=0)),
+        conv_ffn_gelu=(lambda: ConvFFN(16, 48), 1, dict(dwconv=0, act=0)),
+        # with the conv (or its activation) hooked, fc1 + pre_act still fuse
+        conv_ffn_hswish=(lambda: ConvFFN(16, 48, act_cfg=hswish, pre_act_cfg=hswish), 2,
+                         dict(dwconv=1, act=1)),
+        # two focal levels; a hook on one level's conv leaves the other fused
+        focal_modulation=(lambda: FocalModulation(16, 2, 3), 2,
+                          {'focal_layers.0': 1, 'act': 0}),
+    )
+
+
 @pytest.mark.skipif(not FUSED_ACT_AVAILABLE, reason='this PyTorch build lacks the oneDNN fused ops')
-@pytest.mark.parametrize('ffn', ['mlp_gelu', 'conv_ffn_gelu', 'conv_ffn_hswish'])
-def test_fused_activation_inference_matches_the_plain_path(ffn, monkeypatch):
-    """Without autograd the FFNs run linear / depthwise conv + activation as
-    one oneDNN call, with the plain path's result; with autograd, under a
-    FLOP counter or with a hook on the layer or its activation they take the
-    plain path."""
+@pytest.mark.parametrize('case', sorted(_fused_cases()))
+def test_fused_activation_inference_matches_the_plain_path(case, monkeypatch):
+    """Without autograd the FFNs and focal modulation run linear / depthwise
+    conv + activation as one oneDNN call, with the plain path's result; with
+    autograd, under a FLOP counter or with a hook on the layer or its
+    activation they take the plain path."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from vattn_mm.layers import fused
@@ -146,24 +163,22 @@ def test_fused_activation_inference_matches_the_plain_path(ffn, monkeypatch):
 
     monkeypatch.setattr(fused, '_OPS', CountingOps())
     torch.manual_seed(0)
-    hswish = dict(type='HSwish')
-    layer = dict(mlp_gelu=lambda: MLP(16, 48, chunk_tokens=None),
-                 conv_ffn_gelu=lambda: ConvFFN(16, 48),
-                 conv_ffn_hswish=lambda: ConvFFN(16, 48, act_cfg=hswish, pre_act_cfg=hswish))[ffn]()
-    layer.eval()
-    fused_calls = 2 if ffn == 'conv_ffn_hswish' else 1
+    make, fused_calls, hooked_calls = _fused_cases()[case]
+    layer = make().eval()
     x = torch.randn(2, 12 * 10, 16)
     plain = layer(x, (12, 10))                      # autograd on: plain path
     assert calls == []
     with torch.no_grad():
         fast = layer(x, (12, 10))
         assert len(calls) == fused_calls, calls
+        calls.clear()
         with FlopCounterMode(display=False):
             layer(x, (12, 10))
-        for hooked in (layer.fc1, layer.act) if ffn == 'mlp_gelu' else (layer.dwconv, layer.act):
-            handle = hooked.register_forward_hook(lambda *args: None)
+        assert calls == []
+        for name, left in hooked_calls.items():
+            handle = layer.get_submodule(name).register_forward_hook(lambda *args: None)
             layer(x, (12, 10))
             handle.remove()
-    # with the conv (or its activation) hooked, the hswish FFN still fuses fc1 + pre_act
-    assert len(calls) == fused_calls + (2 if ffn == 'conv_ffn_hswish' else 0)
+            assert len(calls) == left, (name, calls)
+            calls.clear()
     torch.testing.assert_close(fast, plain.detach(), rtol=0, atol=1e-5)
