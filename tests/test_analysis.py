@@ -60,6 +60,7 @@ def test_benchmark_tool_on_a_micro_backbone(tmp_path, capsys):
     markdown table and plot are written and the numbers are sane."""
     rc = _tool('benchmark').main(['PVTv2:b0', '--shapes', '64x64', '--iters', '1',
                                   '--warmup', '0', '--threads', '1', '--no-progress',
+                                  '--modes', 'fwd', 'train', 'train_cp',
                                   '--out-dir', str(tmp_path), '--name', 'micro'])
     assert rc == 0
     with open(tmp_path / 'micro.csv') as f:
@@ -75,9 +76,12 @@ def test_benchmark_tool_on_a_micro_backbone(tmp_path, capsys):
     assert float(row['img_per_s']) == pytest.approx(1e3 / float(row['fwd_ms']))
     assert 0 < float(row['fwd_frac_peak']) < 1.5
     assert float(row['fwd_peak_mib']) >= 0 and float(row['train_peak_mib']) > 0
+    assert float(row['train_cp_ms']) > 0 and float(row['train_cp_peak_mib']) > 0
+    assert 0.3 < float(row['cp_time_ratio']) < 5         # paired with a plain step
     assert row['threads'] == '1' and float(row['load1']) >= 0
     table = (tmp_path / 'micro.md').read_text()
     assert table.splitlines()[0].startswith('| model | input |') and '| PVTv2:b0 | 64x64 |' in table
+    assert table.splitlines()[0].endswith('| with_cp time | with_cp peak change | mm GFLOP/s | load avg |')
     assert table in capsys.readouterr().out
     png = (tmp_path / 'micro.png').read_bytes()
     assert png[:4] == b'\x89PNG' and len(png) < 200_000
@@ -106,6 +110,17 @@ def test_report_table_and_plot(tmp_path):
     assert lines[-1] == '- P2T:small 800x1344: fwd: out of memory'
     plot(rows, tmp_path / 'plot.png', 'test')
     assert (tmp_path / 'plot.png').stat().st_size > 10_000
+
+
+def test_with_cp_columns_compare_with_the_plain_step():
+    row = Row('PVTv2:b2', '512x512', 'cpu', 'fp32', 25.4, 30.0, train_ms=1000.,
+              train_peak_mib=800., train_frac_peak=0.5, train_cp_ms=1250., train_cp_peak_mib=320.,
+              cp_time_ratio=1.2)
+    assert row.cp_peak_change == pytest.approx(-0.6)
+    assert '| 1000 | 800 | 50% | 1250 | 320 | 1.20x | -60% |' in markdown([row])
+    alone = Row('PVTv2:b2', '512x512', 'cpu', 'fp32', 25.4, 30.0, train_cp_ms=1250.,
+                train_cp_peak_mib=320., cp_time_ratio=1.2)     # no plain peak: no change
+    assert alone.cp_peak_change is None and 'with_cp peak change' not in markdown([alone])
 
 
 def test_merge_runs(tmp_path, capsys):

@@ -3,16 +3,18 @@ the machine's matmul peak of backbones or whole configs at several input sizes.
 
     python tools/analysis/benchmark.py PVTv2:b2 P2T:small --shapes 512x512 800x1344
     python tools/analysis/benchmark.py configs/pvtv2_b2_retinanet_coco.py --modes fwd
+    python tools/analysis/benchmark.py PVTv2:b2 --modes train train_cp   # with_cp cost
     python tools/analysis/benchmark.py PVTv2:b2 --device cuda --dtype bf16
     python tools/analysis/benchmark.py --merge fwd.csv train.csv --name all   # combine runs
 
-Batch 1.  Each (model, size, mode) runs in a fresh process: warm-up, then
-``--iters`` timed iterations (median reported); peak memory is the process's
-high-water mark during them minus the memory before (CPU: VmHWM after a
-``/proc/self/clear_refs`` reset; CUDA: ``max_memory_allocated``); the matmul
-peak is ``torch.mm`` 2048x2048 GFLOP/s measured in the same process.  Writes
-``<out-dir>/<name>.csv``, ``.md`` and ``.png`` (throughput, memory and
-fraction of peak vs input size).  Details: ``vattn_mm/analysis/benchmark.py``.
+Batch 1.  Each (model, size, mode) runs in fresh processes: one times it
+(warm-up, then ``--iters`` timed iterations, median reported; the matmul peak
+is ``torch.mm`` 2048x2048 GFLOP/s measured in the same process), another
+(on CUDA the same one) measures the peak memory of one iteration minus the memory before it (CPU:
+VmHWM after a ``/proc/self/clear_refs`` reset, glibc set to unmap freed
+blocks; CUDA: ``max_memory_allocated``).  Writes ``<out-dir>/<name>.csv``,
+``.md`` and ``.png`` (throughput, memory and fraction of peak vs input size).
+Details: ``vattn_mm/analysis/benchmark.py``.
 """
 from __future__ import annotations
 
@@ -21,8 +23,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from vattn_mm.analysis.benchmark import (DTYPES, MODES, benchmark, markdown,  # noqa: E402
-                                         merge_rows, parse_shape, plot, read_csv, write_csv)
+from vattn_mm.analysis.benchmark import (DEFAULT_MODES, DTYPES, MODES, benchmark,  # noqa: E402
+                                         markdown, merge_rows, parse_shape, plot, read_csv,
+                                         write_csv)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -34,8 +37,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                              '(e.g. a forward-only and a training-only run) into one report')
     parser.add_argument('--shapes', nargs='+', default=['512x512', '800x1344'],
                         help='input sizes HxW (default 512x512 800x1344)')
-    parser.add_argument('--modes', nargs='+', choices=MODES, default=list(MODES),
-                        help='fwd: inference; train: forward + backward')
+    parser.add_argument('--modes', nargs='+', choices=MODES, default=list(DEFAULT_MODES),
+                        help='fwd: inference; train: forward + backward; train_cp: the same with '
+                             'with_cp=True (activation checkpointing; with train, the report '
+                             'gives the time ratio and peak change). Default: fwd train')
     parser.add_argument('--device', default='cpu', help='cpu, cuda or cuda:N')
     parser.add_argument('--dtype', choices=DTYPES, default='fp32',
                         help='fp16 / bf16 run under autocast')
@@ -43,8 +48,6 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--iters', type=int, default=5, help='timed iterations')
     parser.add_argument('--threads', type=int, default=None,
                         help='torch threads (default: torch default, all cores)')
-    parser.add_argument('--with-cp', action='store_true',
-                        help='activation checkpointing in the backbone')
     parser.add_argument('--out-dir', default='work_dirs/benchmark', help='output folder')
     parser.add_argument('--name', default='benchmark', help='output file stem')
     parser.add_argument('--title', default='', help='plot title')
@@ -87,7 +90,7 @@ def main(argv=None) -> int:
             write_csv(done, csv_path)
         rows = benchmark(args.targets, args.shapes, args.modes, progress=not args.no_progress,
                          on_row=save, device=args.device, dtype=args.dtype, warmup=args.warmup,
-                         iters=args.iters, threads=args.threads, with_cp=args.with_cp)
+                         iters=args.iters, threads=args.threads)
     table = markdown(rows)
     (out / f'{args.name}.md').write_text(table + '\n')
     plot(rows, out / f'{args.name}.png', args.title)

@@ -23,7 +23,13 @@ not mix:
   before the measurement starts).
 
 Modes: ``fwd`` = eval-mode forward under ``torch.no_grad``; ``train`` =
-train-mode forward + backward of the sum of the outputs (no optimizer step).
+train-mode forward + backward of the sum of the outputs (no optimizer step);
+``train_cp`` = the same step with the backbone's ``with_cp=True`` (activation
+checkpointing).  Its timing process also builds the plain model (same
+weights) and alternates the two steps, one plain then one checkpointed per
+timed iteration: the reported time ratio is the median of the per-pair
+ratios, so a machine that speeds up or slows down during the run (a shared
+host does) changes both sides of each ratio alike.
 Fraction of peak = ``2 * MACs / latency`` over the matmul GFLOP/s, with the
 MACs from :func:`~vattn_mm.analysis.targets.spec_complexity`; a training step
 is taken as 3x the forward MACs (backward = 2x forward).
@@ -43,7 +49,9 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
-MODES = ('fwd', 'train')
+MODES = ('fwd', 'train', 'train_cp')
+#: what a run measures unless told otherwise
+DEFAULT_MODES = ('fwd', 'train')
 DTYPES = ('fp32', 'fp16', 'bf16')
 #: MACs of a training step relative to the forward
 TRAIN_MAC_FACTOR = 3
@@ -69,7 +77,6 @@ class Case:
     warmup: int = 2
     iters: int = 5
     threads: Optional[int] = None
-    with_cp: bool = False
 
 
 @dataclass
@@ -83,6 +90,9 @@ class Measurement:
     memory_method: str
     #: 1-minute load average when the timed iterations ended (busy machine?)
     load1: float
+    #: ``train_cp`` only: median over timed iterations of (with_cp step time /
+    #: plain step time), the two steps run back to back
+    cp_time_ratio: Optional[float] = None
 
 
 @dataclass
@@ -102,11 +112,22 @@ class Row:
     train_ms: Optional[float] = None
     train_peak_mib: Optional[float] = None
     train_frac_peak: Optional[float] = None
+    train_cp_ms: Optional[float] = None
+    train_cp_peak_mib: Optional[float] = None
+    #: with_cp step time over the plain step's, paired (see the module doc)
+    cp_time_ratio: Optional[float] = None
     mm_gflops: Optional[float] = None
     threads: Optional[int] = None
     memory_method: str = ''
     load1: Optional[float] = None
     error: str = ''
+
+    @property
+    def cp_peak_change(self) -> Optional[float]:
+        """Relative change of the training peak with with_cp (-0.6: 60 % less)."""
+        if self.train_cp_peak_mib is None or not self.train_peak_mib:
+            return None
+        return self.train_cp_peak_mib / self.train_peak_mib - 1
 
 
 # --------------------------------------------------------------- worker side
@@ -245,14 +266,16 @@ def _flat_tensors(out: Any) -> list:
     return []
 
 
-def _step_fn(case: Case) -> tuple[Any, Callable[[], None]]:
-    """Build the target; return its model and one iteration of ``case.mode``
-    (a training step frees the previous gradients first, as optimizers'
-    ``zero_grad`` does)."""
+def _step_fn(case: Case, target: Any = None) -> tuple[Any, Callable[[], None]]:
+    """Build the target (or take ``target``); return its model and one
+    iteration of ``case.mode`` (a training step frees the previous gradients
+    first, as optimizers' ``zero_grad`` does)."""
     import torch
 
     from .targets import build_target
-    target = build_target(case.target, with_cp=case.with_cp, device=case.device)
+    if target is None:
+        target = build_target(case.target, with_cp=case.mode == 'train_cp',
+                              device=case.device)
     model = target.model
     images = torch.randn(1, 3, *case.shape, device=case.device)
     amp = case.dtype != 'fp32'
@@ -276,29 +299,53 @@ def _step_fn(case: Case) -> tuple[Any, Callable[[], None]]:
     return model, step
 
 
+def _plain_twin(case: Case, model: Any) -> Callable[[], None]:
+    """The training step of ``case.target`` without with_cp, with ``model``'s
+    weights (the other half of a ``train_cp`` timing pair)."""
+    from .targets import build_target
+    target = build_target(case.target, with_cp=False, device=case.device)
+    target.model.load_state_dict(model.state_dict())
+    return _step_fn(Case(**{**asdict(case), 'mode': 'train'}), target)[1]
+
+
+def _timed(step: Callable[[], None], device: str) -> float:
+    _sync(device)
+    start = time.perf_counter()
+    step()
+    _sync(device)
+    return time.perf_counter() - start
+
+
 def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
     """Measure ``parts`` of ``case`` in this process (meant to be a fresh
-    one): ``'time'`` gives latency, matmul peak and threads, ``'memory'`` the
-    peak (on CPU only in a process started with :data:`MMAP_MALLOC_ENV`)."""
+    one): ``'time'`` gives latency, matmul peak and threads (for
+    ``train_cp`` also the paired time ratio), ``'memory'`` the peak (on CPU
+    only in a process started with :data:`MMAP_MALLOC_ENV`)."""
     import torch
     if case.threads:
         torch.set_num_threads(case.threads)
     model, step = _step_fn(case)
+    paired = case.mode == 'train_cp' and 'time' in parts
+    plain = _plain_twin(case, model) if paired else None
     for _ in range(max(case.warmup, 1)):
         step()
+        if plain is not None:
+            plain()
     _sync(case.device)
     out: dict[str, Any] = dict(threads=torch.get_num_threads())
     if 'time' in parts:
         out['mm_gflops'] = matmul_gflops(case.device, case.dtype)
-        times = []
+        times, ratios = [], []
         for _ in range(case.iters):
-            _sync(case.device)
-            start = time.perf_counter()
-            step()
-            _sync(case.device)
-            times.append(time.perf_counter() - start)
+            plain_time = _timed(plain, case.device) if plain is not None else None
+            times.append(_timed(step, case.device))
+            if plain_time is not None:
+                ratios.append(times[-1] / plain_time)
         out.update(latency_ms=statistics.median(times) * 1e3, load1=os.getloadavg()[0])
+        if ratios:
+            out['cp_time_ratio'] = statistics.median(ratios)
     if 'memory' in parts:
+        plain = None                # the plain twin's weights and gradients go first
         model.zero_grad(set_to_none=True)  # the step's gradients count in its peak
         with PeakMemory(case.device) as peak:
             step()
@@ -352,7 +399,7 @@ def parse_shape(text: str) -> tuple[int, int]:
 
 
 def benchmark(targets: Sequence[str], shapes: Sequence[tuple[int, int]],
-              modes: Sequence[str] = MODES, *, progress: bool = True,
+              modes: Sequence[str] = DEFAULT_MODES, *, progress: bool = True,
               on_row: Optional[Callable[[Row], None]] = None, **case_kwargs) -> list[Row]:
     """Measure every target at every shape in every mode; one :class:`Row`
     per (target, shape).  A failed case is reported in ``Row.error`` and the
@@ -391,8 +438,11 @@ def _fill(row: Row, mode: str, m: Measurement) -> None:
     if mode == 'fwd':
         row.fwd_ms, row.fwd_peak_mib, row.fwd_frac_peak = m.latency_ms, m.peak_mib, frac
         row.img_per_s = 1e3 / m.latency_ms
-    else:
+    elif mode == 'train':
         row.train_ms, row.train_peak_mib, row.train_frac_peak = m.latency_ms, m.peak_mib, frac
+    else:
+        row.train_cp_ms, row.train_cp_peak_mib = m.latency_ms, m.peak_mib
+        row.cp_time_ratio = m.cp_time_ratio
     row.mm_gflops = m.mm_gflops if row.mm_gflops is None else max(row.mm_gflops, m.mm_gflops)
     row.threads, row.memory_method = m.threads, m.memory_method
     row.load1 = m.load1 if row.load1 is None else max(row.load1, m.load1)
@@ -402,7 +452,8 @@ def _fill(row: Row, mode: str, m: Measurement) -> None:
 _COLUMNS = [f.name for f in fields(Row)]
 #: the per-mode measurements of a row
 _MEASURED = ('fwd_ms', 'img_per_s', 'fwd_peak_mib', 'fwd_frac_peak', 'train_ms',
-             'train_peak_mib', 'train_frac_peak')
+             'train_peak_mib', 'train_frac_peak', 'train_cp_ms', 'train_cp_peak_mib',
+             'cp_time_ratio')
 _MD = [('target', 'model', '{}'), ('shape', 'input', '{}'),
        ('params_m', 'params (M)', '{:.1f}'), ('gmacs', 'GMACs', '{:.3g}'),
        ('fwd_ms', 'fwd (ms)', '{:.0f}'), ('img_per_s', 'img/s', '{:.2f}'),
@@ -410,6 +461,10 @@ _MD = [('target', 'model', '{}'), ('shape', 'input', '{}'),
        ('fwd_frac_peak', 'fwd % of matmul peak', '{:.0%}'),
        ('train_ms', 'train step (ms)', '{:.0f}'), ('train_peak_mib', 'train peak (MiB)', '{:.0f}'),
        ('train_frac_peak', 'train % of matmul peak', '{:.0%}'),
+       ('train_cp_ms', 'with_cp step (ms)', '{:.0f}'),
+       ('train_cp_peak_mib', 'with_cp peak (MiB)', '{:.0f}'),
+       ('cp_time_ratio', 'with_cp time', '{:.2f}x'),
+       ('cp_peak_change', 'with_cp peak change', '{:+.0%}'),
        ('mm_gflops', 'mm GFLOP/s', '{:.0f}'), ('load1', 'load avg', '{:.1f}')]
 
 
