@@ -11,7 +11,7 @@ def check_registry_scopes(type_name: str, arch: Any, size=(64, 64)) -> list:
     """Builds from the root, mmdet, mmseg and mmpretrain registries; returns
     the output shapes of the last build.  Every output map is contiguous NCHW
     (mmcv's RoIAlign reads any input so: a channels-last map gives Mask R-CNN
-    wrong RoI features)."""
+    wrong RoI features); every stage's blocks get contiguous tokens."""
     from mmdet.registry import MODELS as DET
     from mmengine.registry import MODELS
     from mmpretrain.registry import MODELS as CLS
@@ -20,9 +20,17 @@ def check_registry_scopes(type_name: str, arch: Any, size=(64, 64)) -> list:
     for registry in (MODELS, DET, SEG, CLS):
         model = registry.build(dict(type=type_name, arch=arch, out_indices=(3, )))
         assert type(model) is cls, registry.scope
-    outs = cls(arch=arch).eval()(torch.randn(1, 3, *size))
+    full = cls(arch=arch).eval()
+    block_inputs = []
+    for stage in full.stages:                    # tokens entering each stage's blocks
+        stage.blocks[0].register_forward_pre_hook(
+            lambda module, args: block_inputs.append(args[0].stride()))
+    outs = full(torch.randn(1, 3, *size))
     assert len(outs) == 4 and all(o.is_contiguous() for o in outs), \
         [o.stride() for o in outs]
+    # contiguous (B, N, C) tokens: channels innermost, so the blocks' token-map
+    # convs take the channels-last path (DilateFormer's conv stem gives a view of NCHW)
+    assert len(block_inputs) == 4 and all(s[-1] == 1 for s in block_inputs), block_inputs
     return [o.shape for o in model.eval()(torch.randn(1, 3, *size))]
 
 

@@ -176,9 +176,12 @@ def test_fused_activation_inference_matches_the_plain_path(case, monkeypatch):
             layer(x, (12, 10))
         assert calls == []
         for name, left in hooked_calls.items():
-            handle = layer.get_submodule(name).register_forward_hook(lambda *args: None)
+            seen = []
+            module = layer.get_submodule(name)
+            handle = module.register_forward_hook(lambda *args: seen.append(1))
             layer(x, (12, 10))
             handle.remove()
             assert len(calls) == left, (name, calls)
+            assert seen, f'the hook on {name} did not run'
             calls.clear()
     torch.testing.assert_close(fast, plain.detach(), rtol=0, atol=1e-5)

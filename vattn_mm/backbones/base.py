@@ -201,7 +201,13 @@ class PyramidBackbone(BaseModule):
         """Apply ``blocks`` in order, with activation checkpointing if enabled.
 
         ``x`` is this backbone's own tensor (a patch embedding's output), so
-        without autograd the blocks add their residuals into it in place."""
+        without autograd the blocks add their residuals into it in place.
+        Tokens viewed from an NCHW map (a conv stem without an output norm,
+        DilateFormer's) are made contiguous once here: the blocks' token
+        maps then keep channels innermost, which the residual adds, norms and
+        linear layers read fastest and :class:`~vattn_mm.layers.TokenMapConv2d`
+        needs for its channels-last path."""
+        x = x.contiguous()
         inplace = not torch.is_grad_enabled()
         for block in blocks:
             if self.with_cp and x.requires_grad:

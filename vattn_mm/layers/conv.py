@@ -56,8 +56,7 @@ class TokenMapConv2d(nn.Conv2d):
     def forward_act(self, x: torch.Tensor, act: nn.Module) -> torch.Tensor:
         """``act(self(x))``; in CPU inference one oneDNN call where it can
         (:func:`~vattn_mm.layers.fused.conv_act`)."""
-        x, weight = self._operands(x)
-        return conv_act(x, self, weight, act)
+        return conv_act(x, self, act, self._operands)
 
 
 class DepthwiseConv2d(TokenMapConv2d):

@@ -18,7 +18,7 @@ PyTorch build has the ops; everything else takes the plain path.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 from torch import nn
@@ -66,14 +66,18 @@ def linear_act(x: torch.Tensor, linear: nn.Module, act: nn.Module) -> torch.Tens
     return out.view(*x.shape[:-1], out.shape[-1])
 
 
-def conv_act(x: torch.Tensor, conv: nn.Conv2d, weight: torch.Tensor,
-             act: nn.Module) -> torch.Tensor:
-    """``act(conv2d(x))`` with ``conv``'s settings and ``weight`` (in the
-    caller's layout), fused where the module docstring allows."""
+def conv_act(x: torch.Tensor, conv: nn.Conv2d, act: nn.Module,
+             operands: Optional[Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]] = None
+             ) -> torch.Tensor:
+    """``act(conv(x))``, fused where the module docstring allows; otherwise
+    the two modules are called (their hooks run).  ``operands(x)`` gives the
+    input and weight in the layout the fused kernel should run on (default:
+    ``x`` and ``conv.weight`` as they are)."""
     post_op = fused_post_op(act)
     if (post_op is None or not _can_fuse(x, conv, act) or conv.padding_mode != 'zeros'
             or isinstance(conv.padding, str)):
-        return act(conv._conv_forward(x, weight, conv.bias))
+        return act(conv(x))
+    x, weight = operands(x) if operands is not None else (x, conv.weight)
     return _OPS._convolution_pointwise(x, weight, conv.bias, list(conv.padding),
                                        list(conv.stride), list(conv.dilation), conv.groups,
                                        post_op[0], [], post_op[1])
