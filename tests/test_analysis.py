@@ -55,18 +55,23 @@ def test_get_flops_rejects_bad_input(capsys):
     assert "unknown backbone family 'Swin'" in capsys.readouterr().err
 
 
-def test_benchmark_tool_on_a_micro_backbone(tmp_path, capsys):
-    """One real run per mode (tiny arch, 64x64, one iteration): the CSV,
-    markdown table and plot are written and the numbers are sane."""
-    rc = _tool('benchmark').main(['PVTv2:b0', '--shapes', '64x64', '--iters', '1',
+def test_benchmark_tool_on_a_micro_backbone_and_config(tmp_path, capsys):
+    """One real run per mode (tiny arch and the demo config, 64x64, one
+    iteration): the CSV, markdown table and plot are written and the numbers
+    are sane."""
+    config = ROOT / 'configs' / 'demo' / 'pvtv2_b0_maskrcnn_demo.py'
+    rc = _tool('benchmark').main(['PVTv2:b0', str(config), '--shapes', '64x64', '--iters', '1',
                                   '--warmup', '0', '--threads', '1', '--no-progress',
                                   '--modes', 'fwd', 'train', 'train_cp',
                                   '--out-dir', str(tmp_path), '--name', 'micro'])
     assert rc == 0
     with open(tmp_path / 'micro.csv') as f:
         rows = list(csv.DictReader(f))
-    assert len(rows) == 1
-    row = rows[0]
+    assert len(rows) == 2
+    row, config_row = rows
+    assert config_row['target'] == str(config) and config_row['error'] == ''
+    assert float(config_row['gmacs']) > float(row['gmacs'])           # backbone + heads
+    assert float(config_row['train_cp_ms']) > 0 and float(config_row['cp_time_ratio']) > 0
     assert (row['target'], row['shape'], row['device'], row['error']) == \
         ('PVTv2:b0', '64x64', 'cpu', '')
     cx = spec_complexity('PVTv2:b0', (64, 64))
@@ -88,7 +93,8 @@ def test_benchmark_tool_on_a_micro_backbone(tmp_path, capsys):
 
 
 def test_failed_case_names_the_case():
-    with pytest.raises(RuntimeError, match=r'PVTv2:b9 64x64 fwd failed[\s\S]*PVTv2 has no arch'):
+    # the first line (what the report shows) ends with the worker's exception
+    with pytest.raises(RuntimeError, match=r'PVTv2:b9 64x64 fwd failed \(exit 1\): [^\n]*PVTv2 has no arch'):
         run_case(Case('PVTv2:b9', (64, 64), iters=1, warmup=0))
 
 

@@ -368,9 +368,10 @@ def _run_worker(case: Case, parts: Sequence[str], env: dict,
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
                          check=False)
     if res.returncode:
-        tail = '\n'.join(res.stderr.strip().splitlines()[-15:])
+        lines = res.stderr.strip().splitlines()
         raise RuntimeError(f'{case.target} {case.shape[0]}x{case.shape[1]} {case.mode} failed '
-                           f'(exit {res.returncode}):\n{tail}')
+                           f'(exit {res.returncode}): {lines[-1] if lines else "no output"}\n'
+                           + '\n'.join(lines[-15:]))
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
