@@ -86,7 +86,8 @@ def test_benchmark_tool_on_a_micro_backbone_and_config(tmp_path, capsys):
     assert row['threads'] == '1' and float(row['load1']) >= 0
     table = (tmp_path / 'micro.md').read_text()
     assert table.splitlines()[0].startswith('| model | input |') and '| PVTv2:b0 | 64x64 |' in table
-    assert table.splitlines()[0].endswith('| with_cp time | with_cp peak change | mm GFLOP/s | load avg |')
+    assert table.splitlines()[0].endswith(
+        '| with_cp time | with_cp peak change | mm GFLOP/s | load avg |')
     assert table in capsys.readouterr().out
     png = (tmp_path / 'micro.png').read_bytes()
     assert png[:4] == b'\x89PNG' and len(png) < 200_000
@@ -94,7 +95,8 @@ def test_benchmark_tool_on_a_micro_backbone_and_config(tmp_path, capsys):
 
 def test_failed_case_names_the_case():
     # the first line (what the report shows) ends with the worker's exception
-    with pytest.raises(RuntimeError, match=r'PVTv2:b9 64x64 fwd failed \(exit 1\): [^\n]*PVTv2 has no arch'):
+    with pytest.raises(RuntimeError,
+                       match=r'PVTv2:b9 64x64 fwd failed \(exit 1\): [^\n]*PVTv2 has no arch'):
         run_case(Case('PVTv2:b9', (64, 64), iters=1, warmup=0))
 
 
