@@ -27,28 +27,37 @@ class TokenMapConv2d(nn.Conv2d):
 
     A (B, C, H, W) map viewed from (B, N, C) tokens keeps its channels
     innermost in memory (:func:`is_token_map`).  For it this layer runs the
-    channels-last kernel, with the weight passed channels-last too; PyTorch
-    otherwise picks the NCHW kernel for such a map: it first copies the map to
-    NCHW (a transposing copy as slow as the convolution) and returns NCHW,
-    which the next token-wise layer copies back.  NCHW inputs (images), 1x1
-    kernels (no faster) and, for depthwise convolutions, kernels above
-    :data:`CHANNELS_LAST_MAX_DEPTHWISE_KERNEL` take the plain path.  The output
-    is the same either way (up to float rounding).
+    channels-last kernel, with the weight passed channels-last too (for a
+    depthwise weight a strided view, see :func:`_channels_last_weight`).
+    PyTorch's own choice follows the strides of input and weight and can fall
+    to the NCHW kernel: it first copies the map to NCHW (a transposing copy as
+    slow as the convolution) and returns NCHW, which the next token-wise
+    layer copies back.  Depthwise kernels above
+    :data:`CHANNELS_LAST_MAX_DEPTHWISE_KERNEL` run NCHW on purpose (one copy;
+    oneDNN's channels-last kernel is slower there); NCHW inputs (images) and
+    1x1 kernels take the plain path.  The output is the same either way (up
+    to float rounding).
     """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         depthwise = self.groups == self.in_channels == self.out_channels
         kernel = max(self.kernel_size)
-        self.channels_last = kernel > 1 and not (
-            depthwise and kernel > CHANNELS_LAST_MAX_DEPTHWISE_KERNEL)
+        large_depthwise = depthwise and kernel > CHANNELS_LAST_MAX_DEPTHWISE_KERNEL
+        self.channels_last = kernel > 1 and not large_depthwise
+        self.nchw = large_depthwise
 
     def _operands(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """The input and weight the convolution runs on: both channels-last
-        on the fast path, else as they are."""
-        if not (self.channels_last and is_token_map(x)):
-            return x, self.weight
-        return x.contiguous(memory_format=torch.channels_last), _channels_last_weight(self.weight)
+        """The input and weight the convolution runs on: for a token map both
+        channels-last on the fast path, the map copied to NCHW for a large
+        depthwise kernel; otherwise as they are."""
+        if is_token_map(x):
+            if self.channels_last:
+                return (x.contiguous(memory_format=torch.channels_last),
+                        _channels_last_weight(self.weight))
+            if self.nchw:
+                return x.contiguous(), self.weight
+        return x, self.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self._conv_forward(*self._operands(x), self.bias)

@@ -16,8 +16,11 @@ Size = tuple[int, int]
 
 
 def tokens_to_map(x: torch.Tensor, hw: Size) -> torch.Tensor:
-    """(B, N, C) tokens -> (B, C, H, W) map."""
-    return x.transpose(1, 2).reshape(x.shape[0], x.shape[2], *hw)
+    """(B, N, C) tokens -> (B, C, H, W) map; a view of contiguous tokens with
+    channels-last strides, the batch stride included (``N * C`` also for
+    B = 1, where PyTorch's layout heuristic would otherwise take the map for
+    NCHW and copy it in pooling and normalisation kernels)."""
+    return x.reshape(x.shape[0], *hw, x.shape[2]).permute(0, 3, 1, 2)
 
 
 def map_to_tokens(x: torch.Tensor) -> tuple[torch.Tensor, Size]:
