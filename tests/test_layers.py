@@ -150,7 +150,7 @@ def test_fused_activation_inference_matches_the_plain_path(case, monkeypatch):
     """Without autograd the FFNs and focal modulation run linear / depthwise
     conv + activation as one oneDNN call, with the plain path's result; with
     autograd, under a FLOP counter or with a hook on the layer or its
-    activation they take the plain path."""
+    activation they take the plain path, and the hook runs."""
     from torch.utils.flop_counter import FlopCounterMode
 
     from vattn_mm.layers import fused

@@ -9,10 +9,10 @@ the machine's matmul peak of backbones or whole configs at several input sizes.
 
 Batch 1.  Each (model, size, mode) runs in fresh processes: one times it
 (warm-up, then ``--iters`` timed iterations, median reported; the matmul peak
-is ``torch.mm`` 2048x2048 GFLOP/s measured in the same process), another
-(on CUDA the same one) measures the peak memory of one iteration minus the memory before it (CPU:
-VmHWM after a ``/proc/self/clear_refs`` reset, glibc set to unmap freed
-blocks; CUDA: ``max_memory_allocated``).  Writes ``<out-dir>/<name>.csv``,
+is ``torch.mm`` 2048x2048 GFLOP/s measured in the same process), another (on
+CUDA the same one) measures the peak memory of one iteration minus the memory
+before it (CPU: VmHWM after a ``/proc/self/clear_refs`` reset, glibc set to
+unmap freed blocks; CUDA: ``max_memory_allocated``).  Writes ``<out-dir>/<name>.csv``,
 ``.md`` and ``.png`` (throughput, memory and fraction of peak vs input size).
 Details: ``vattn_mm/analysis/benchmark.py``.
 """

@@ -45,7 +45,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional, Sequence
 
@@ -266,16 +266,14 @@ def _flat_tensors(out: Any) -> list:
     return []
 
 
-def _step_fn(case: Case, target: Any = None) -> tuple[Any, Callable[[], None]]:
-    """Build the target (or take ``target``); return its model and one
-    iteration of ``case.mode`` (a training step frees the previous gradients
-    first, as optimizers' ``zero_grad`` does)."""
+def _step_fn(case: Case) -> tuple[Any, Callable[[], None]]:
+    """Build the target; return its model and one iteration of ``case.mode``
+    (a training step frees the previous gradients first, as optimizers'
+    ``zero_grad`` does)."""
     import torch
 
     from .targets import build_target
-    if target is None:
-        target = build_target(case.target, with_cp=case.mode == 'train_cp',
-                              device=case.device)
+    target = build_target(case.target, with_cp=case.mode == 'train_cp', device=case.device)
     model = target.model
     images = torch.randn(1, 3, *case.shape, device=case.device)
     amp = case.dtype != 'fp32'
@@ -302,10 +300,9 @@ def _step_fn(case: Case, target: Any = None) -> tuple[Any, Callable[[], None]]:
 def _plain_twin(case: Case, model: Any) -> Callable[[], None]:
     """The training step of ``case.target`` without with_cp, with ``model``'s
     weights (the other half of a ``train_cp`` timing pair)."""
-    from .targets import build_target
-    target = build_target(case.target, with_cp=False, device=case.device)
-    target.model.load_state_dict(model.state_dict())
-    return _step_fn(Case(**{**asdict(case), 'mode': 'train'}), target)[1]
+    twin, step = _step_fn(replace(case, mode='train'))
+    twin.load_state_dict(model.state_dict())
+    return step
 
 
 def _timed(step: Callable[[], None], device: str) -> float:

@@ -67,11 +67,11 @@ class FocalModulation(nn.Module):
         c = x.shape[-1]
         q, ctx, gates = tokens_to_map(self.f(x), hw).split(
             (c, c, self.focal_level + 1), dim=1)
-        ctx = self.focal_layers[0].forward_act(ctx, self.act)
-        ctx_all = ctx * gates[:, :1]
-        for level, conv in enumerate(self.focal_layers[1:], 1):
+        ctx_all = None
+        for level, conv in enumerate(self.focal_layers):
             ctx = conv.forward_act(ctx, self.act)
-            ctx_all = torch.addcmul(ctx_all, ctx, gates[:, level:level + 1])
+            gate = gates[:, level:level + 1]
+            ctx_all = ctx * gate if ctx_all is None else torch.addcmul(ctx_all, ctx, gate)
         ctx_global = self.act(ctx.mean((2, 3), keepdim=True))
         ctx_all = torch.addcmul(ctx_all, ctx_global, gates[:, self.focal_level:])
         if self.normalize_modulator:

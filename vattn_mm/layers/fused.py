@@ -67,17 +67,16 @@ def linear_act(x: torch.Tensor, linear: nn.Module, act: nn.Module) -> torch.Tens
 
 
 def conv_act(x: torch.Tensor, conv: nn.Conv2d, act: nn.Module,
-             operands: Optional[Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]] = None
+             operands: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
              ) -> torch.Tensor:
     """``act(conv(x))``, fused where the module docstring allows; otherwise
     the two modules are called (their hooks run).  ``operands(x)`` gives the
-    input and weight in the layout the fused kernel should run on (default:
-    ``x`` and ``conv.weight`` as they are)."""
+    input and weight in the layout the fused kernel runs on."""
     post_op = fused_post_op(act)
     if (post_op is None or not _can_fuse(x, conv, act) or conv.padding_mode != 'zeros'
             or isinstance(conv.padding, str)):
         return act(conv(x))
-    x, weight = operands(x) if operands is not None else (x, conv.weight)
+    x, weight = operands(x)
     return _OPS._convolution_pointwise(x, weight, conv.bias, list(conv.padding),
                                        list(conv.stride), list(conv.dilation), conv.groups,
                                        post_op[0], [], post_op[1])
