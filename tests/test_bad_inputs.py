@@ -325,3 +325,15 @@ def test_inputs_below_the_minimum(name, hw, micro):
         assert 'too small' in str(err), err
         return
     assert all(min(o.shape[2:]) >= 1 and torch.isfinite(o).all() for o in outs)
+
+
+def test_install_without_enough_disk_stops_before_writing(tmp_path):
+    """tools/install.sh checks free disk first instead of failing half-way in pip."""
+    venv = tmp_path / 'env' / '.venv'
+    result = subprocess.run(
+        ['bash', str(ROOT / 'tools/install.sh')],
+        env={**os.environ, 'VATTN_VENV': str(venv), 'VATTN_MIN_FREE_GIB': str(2**40)},
+        capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert 'not enough disk' in result.stdout and 'MiB free' in result.stdout
+    assert not (tmp_path / 'env').exists()

@@ -6,6 +6,7 @@
 #   VATTN_VENV   environment to create/use   (default: <repo>/.venv)
 #   VATTN_CACHE  cache for the mmcv wheel    (default: ~/.cache/vattn-mm)
 #   PYTHON       interpreter for the venv    (default: python3)
+#   VATTN_MIN_FREE_GIB  disk the install needs free (default: 7)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=${VATTN_VENV:-$ROOT/.venv}
@@ -18,18 +19,30 @@ QUIET=(-q --disable-pip-version-check)
 
 log() { echo "[install] $*"; }
 
+if [ -x "$VENV/bin/python" ] \
+   && "$VENV/bin/python" -c "import vattn_mm, mmcv.ops, mmdet.models, mmseg.models, mmpretrain.models" 2>/dev/null \
+   && "$VENV/bin/python" -c "import torch, mmcv; assert torch.__version__.startswith('$TORCH') and mmcv.__version__ == '$MMCV'" 2>/dev/null; then
+  log "environment $VENV is complete"
+  exit 0
+fi
+
+# The finished environment takes ~6.1 GiB (torch's CUDA build alone 5.5 GiB). Running out of disk half-way
+# leaves pip's bare "No space left on device", so check first.
+need_gib=${VATTN_MIN_FREE_GIB:-7}
+parent=$VENV
+while [ ! -d "$parent" ]; do parent=$(dirname "$parent"); done
+free_kib=$(df -Pk "$parent" | awk 'NR == 2 {print $4}')
+if [ "$free_kib" -lt $((need_gib * 1024 * 1024)) ]; then
+  log "not enough disk for $VENV: $((free_kib / 1024)) MiB free on $(df -P "$parent" | awk 'NR == 2 {print $6}'), the environment needs about ${need_gib} GiB (torch's CUDA build alone is 5.5 GiB). Free some space or set VATTN_VENV to a larger disk."
+  exit 1
+fi
+
 if [ ! -x "$VENV/bin/python" ]; then
   log "creating virtual environment $VENV"
   "${PYTHON:-python3}" -m venv "$VENV"
 fi
 # shellcheck disable=SC1091
 . "$VENV/bin/activate"
-
-if python -c "import vattn_mm, mmcv.ops, mmdet.models, mmseg.models, mmpretrain.models" 2>/dev/null \
-   && python -c "import torch, mmcv; assert torch.__version__.startswith('$TORCH') and mmcv.__version__ == '$MMCV'" 2>/dev/null; then
-  log "environment $VENV is complete"
-  exit 0
-fi
 
 log "installing build tools and torch $TORCH / torchvision $TORCHVISION"
 pip install "${QUIET[@]}" 'setuptools<81' wheel ninja
