@@ -12,6 +12,7 @@ on inputs below its minimum and on sizes not divisible by 32.
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -327,13 +328,30 @@ def test_inputs_below_the_minimum(name, hw, micro):
     assert all(min(o.shape[2:]) >= 1 and torch.isfinite(o).all() for o in outs)
 
 
-def test_install_without_enough_disk_stops_before_writing(tmp_path):
-    """tools/install.sh checks free disk first instead of failing half-way in pip."""
-    venv = tmp_path / 'env' / '.venv'
-    result = subprocess.run(
+def _install_needing_a_pebibyte(venv) -> subprocess.CompletedProcess:
+    """tools/install.sh into ``venv`` with a free-disk threshold of 2**40 GiB."""
+    return subprocess.run(
         ['bash', str(ROOT / 'tools/install.sh')],
         env={**os.environ, 'VATTN_VENV': str(venv), 'VATTN_MIN_FREE_GIB': str(2**40)},
         capture_output=True, text=True, timeout=60)
+
+
+def test_install_without_enough_disk_stops_before_writing(tmp_path):
+    """tools/install.sh checks free disk first instead of failing half-way in pip."""
+    venv = tmp_path / 'env' / '.venv'
+    result = _install_needing_a_pebibyte(venv)
     assert result.returncode == 1
     assert 'not enough disk' in result.stdout and 'MiB free' in result.stdout
     assert not (tmp_path / 'env').exists()
+
+
+def test_install_counts_what_an_unfinished_environment_holds(tmp_path):
+    """An environment left half-installed needs only the rest."""
+    venv = tmp_path / '.venv'
+    venv.mkdir()
+    (venv / 'part').write_bytes(bytes(8 << 20))
+    result = _install_needing_a_pebibyte(venv)
+    assert result.returncode == 1
+    more = int(re.search(r'needs about (\d+) MiB more', result.stdout).group(1))
+    assert 2**50 - 10 < more <= 2**50 - 8                   # 2**40 GiB less the 8 MiB held
+    assert sorted(p.name for p in venv.iterdir()) == ['part']

@@ -27,13 +27,15 @@ if [ -x "$VENV/bin/python" ] \
 fi
 
 # The finished environment takes ~6.1 GiB (torch's CUDA build alone 5.5 GiB). Running out of disk half-way
-# leaves pip's bare "No space left on device", so check first.
-need_gib=${VATTN_MIN_FREE_GIB:-7}
+# leaves pip's bare "No space left on device", so check first; what an unfinished environment already holds
+# (an earlier run stopped half-way) counts towards it.
+need_kib=$(( ${VATTN_MIN_FREE_GIB:-7} * 1024 * 1024 ))
+[ -d "$VENV" ] && need_kib=$(( need_kib - $(du -sk "$VENV" | cut -f1) ))
 parent=$VENV
 while [ ! -d "$parent" ]; do parent=$(dirname "$parent"); done
-free_kib=$(df -Pk "$parent" | awk 'NR == 2 {print $4}')
-if [ "$free_kib" -lt $((need_gib * 1024 * 1024)) ]; then
-  log "not enough disk for $VENV: $((free_kib / 1024)) MiB free on $(df -P "$parent" | awk 'NR == 2 {print $6}'), the environment needs about ${need_gib} GiB (torch's CUDA build alone is 5.5 GiB). Free some space or set VATTN_VENV to a larger disk."
+read -r free_kib mount < <(df -Pk "$parent" | awk 'NR == 2 {print $4, $6}')
+if [ "$free_kib" -lt "$need_kib" ]; then
+  log "not enough disk for $VENV: $((free_kib / 1024)) MiB free on $mount, the install needs about $((need_kib / 1024)) MiB more (torch's CUDA build alone is 5.5 GiB). Free some space or set VATTN_VENV to a larger disk."
   exit 1
 fi
 
