@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_training import ROOT, free_port
+from test_training import ROOT, free_port, without_module_list
 
 from vattn_mm.datasets import make_demo_dataset
 from vattn_mm.utils.atomic_io import TMP_PREFIX
@@ -108,16 +108,8 @@ def finish(proc: subprocess.Popen, log: Path, timeout: int = 300, ok: bool = Tru
                              f'{log.read_text()[-3000:]}')
     text = log.read_text()
     if ok:
-        assert proc.returncode == 0, f'{proc.args} failed:\n{failure_excerpt(text)}'
+        assert proc.returncode == 0, f'{proc.args} failed:\n{without_module_list(text)[-5000:]}'
     return text
-
-
-def failure_excerpt(text: str) -> str:
-    """The lines that say why a rank died (a C++ abort's first lines are
-    followed by kilobytes of module names), then the end of the log."""
-    cause = [line for line in text.splitlines()
-             if re.search(r'terminate called|Fatal Python error|Error:|exitcode', line)]
-    return '\n'.join(cause[:20]) + '\n...\n' + text[-3000:]
 
 
 def train_cmd(config: Path, work: Path, *extra: str) -> list:

@@ -44,11 +44,16 @@ def run_tool(args: list, timeout: int = 600) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='2', PORT=str(free_port()))
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
-        # a crashing interpreter lists its ~100 extension modules: keep the error above them
-        stderr = '\n'.join(line for line in proc.stderr.splitlines()
-                           if not line.startswith('Extension modules:'))
+        stderr = without_module_list(proc.stderr)
         raise AssertionError(f'{args} failed:\n{proc.stdout[-3000:]}\n{stderr[-8000:]}')
     return proc
+
+
+def without_module_list(log: str) -> str:
+    """``log`` without the line on which a crashing interpreter lists its ~100
+    extension modules, so that a failure's excerpt keeps the error above it."""
+    return '\n'.join(line for line in log.splitlines()
+                     if not line.startswith('Extension modules:'))
 
 
 def train(config, work_dir, root, iters, *extra, launcher_cmd=None):
