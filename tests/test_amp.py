@@ -7,11 +7,11 @@ import importlib
 
 import pytest
 import torch
-from micro_archs import MICRO_ARCHS, build_micro
+from .backbone_cases import CASES, build_micro
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
-from test_configs import _det_batch, _seg_batch
-from test_training import DET_DEMO, ROOT, SEG_DEMO
+from .test_configs import _det_batch, _seg_batch
+from .test_training import DET_DEMO, ROOT, SEG_DEMO
 from torch import nn
 
 from vattn_mm.utils import float32_unless_native
@@ -22,7 +22,7 @@ DTYPES = [torch.bfloat16, torch.float16]
 BF16_REL_TOL = 5e-2
 
 
-@pytest.mark.parametrize('name', MICRO_ARCHS)
+@pytest.mark.parametrize('name', CASES)
 def test_backbone_forward_backward_under_bf16_autocast(name):
     model = build_micro(name).train()
     matmul_dtypes = set()

@@ -20,11 +20,11 @@ import cv2
 import numpy as np
 import pytest
 import torch
-from micro_archs import MICRO_ARCHS, build_micro
+from .backbone_cases import CASES, build_micro
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 from mmengine.runner.checkpoint import _load_checkpoint
-from test_training import ROOT
+from .test_training import ROOT
 
 from vattn_mm.backbones import P2T, PVTv2
 from vattn_mm.checkpoint import CheckpointError, CheckpointMismatchError
@@ -205,7 +205,7 @@ def test_missing_data_root_names_the_path():
 
 
 # ------------------------------------------------------------ checkpoints
-PVT_MICRO = MICRO_ARCHS['PVTv2']
+PVT_MICRO = CASES['PVTv2'].micro
 
 
 def pretrained(cls, arch, path):
@@ -214,7 +214,7 @@ def pretrained(cls, arch, path):
 
 def test_checkpoint_of_another_family(tmp_path):
     path = tmp_path / 'p2t.pth'
-    torch.save(P2T(MICRO_ARCHS['P2T']).state_dict(), path)
+    torch.save(P2T(CASES['P2T'].micro).state_dict(), path)
     with pytest.raises(CheckpointMismatchError, match=r'does not fit PVTv2.*(missing|unexpected)'):
         pretrained(PVTv2, PVT_MICRO, path).init_weights()
 
@@ -294,10 +294,10 @@ def test_unknown_arch(arch, error):
 # ------------------------------------------------------------- backbones
 @pytest.fixture(scope='module')
 def micro():
-    return {name: build_micro(name).eval() for name in MICRO_ARCHS}
+    return {name: build_micro(name).eval() for name in CASES}
 
 
-@pytest.mark.parametrize('name', MICRO_ARCHS)
+@pytest.mark.parametrize('name', CASES)
 @pytest.mark.parametrize('hw', [(31, 33), (36, 720)], ids=lambda hw: f'{hw[0]}x{hw[1]}')
 def test_sizes_not_divisible_by_32(name, hw, micro):
     """Four finite maps, stride 4 then halving (rounded up or down) per stage."""
@@ -314,7 +314,7 @@ def test_sizes_not_divisible_by_32(name, hw, micro):
     assert all(torch.isfinite(o).all() for o in outs)
 
 
-@pytest.mark.parametrize('name', MICRO_ARCHS)
+@pytest.mark.parametrize('name', CASES)
 @pytest.mark.parametrize('hw', [(1, 1), (16, 320)], ids=lambda hw: f'{hw[0]}x{hw[1]}')
 def test_inputs_below_the_minimum(name, hw, micro):
     """Either finite maps of at least 1x1 or a ValueError saying the input

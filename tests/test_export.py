@@ -31,18 +31,17 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from golden import (assert_outputs_match, case_paths, load_case, official_arch,
+from .golden import (assert_outputs_match, case_paths, load_case, official_arch,
                     write_released)
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from vattn_mm.checkpoint import (FOCALNET_CONVERTER, LITV2_CONVERTER, P2T_CONVERTER,
-                                 CheckpointError, CheckpointMismatchError)
-from vattn_mm.checkpoint.convert import CONVERTERS, build_backbone
+from vattn_mm.backbones import FocalNet, LITv2, P2T, build_backbone, released_families
+from vattn_mm.checkpoint import CheckpointError, CheckpointMismatchError
 from vattn_mm.checkpoint.export import build_classifier
 
 ROOT = Path(__file__).resolve().parents[1]
-FAMILIES = sorted(CONVERTERS)
+FAMILIES = sorted(released_families())
 #: fixture entries of ``arch`` that are not backbone hyper-parameters
 NOT_ARCH = ('out_indices', 'cls_focal_windows')
 
@@ -195,8 +194,7 @@ def _write_detector(tmp_path: Path, backbone: dict, channels: list) -> tuple[str
 @pytest.mark.parametrize('family', sorted(DET_BACKBONES))
 def test_detector_export_same_backbone_features(family, tmp_path):
     backbone = DET_BACKBONES[family]
-    channels = [build_backbone(family, backbone['arch']).stages[i].blocks[0].norm2
-                .normalized_shape[0] for i in range(4)]
+    channels = build_backbone(family, backbone['arch'], device='meta').out_channels
     cfg_path, ckpt = _write_detector(tmp_path, backbone, channels)
     EXPORT.main([ckpt, '--config', cfg_path, '--num-classes', '7',
                  '--out-dir', str(tmp_path / 'out'), '--name', 'cls'])
@@ -282,7 +280,7 @@ def test_trained_round_trip_and_detector_source(tmp_path):
              '--family', 'p2t', '--arch', repr(arch))
     official = _load(tmp_path / 'official.pth')      # P2T releases are raw state dicts
     assert official['block1.0.mlp.fc1.weight'].dim() == 4
-    assert official.keys() == P2T_CONVERTER.ours_to_official(sd).keys()
+    assert official.keys() == P2T.converter.ours_to_official(sd).keys()
     _convert(tmp_path / 'official.pth', tmp_path / 'ours.pth', '--family', 'p2t',
              '--arch', repr(arch))
     back = _load(tmp_path / 'ours.pth')['state_dict']
@@ -298,7 +296,7 @@ def test_dense_only_keys_to_official(tmp_path):
     keep, drop = _load(tmp_path / 'keep.pth')['model'], _load(tmp_path / 'drop.pth')['model']
     dense = {k for k in keep if k.startswith('stages.')}
     assert dense == {f'stages.{i}.norm.{n}' for i in (1, 2, 3) for n in ('weight', 'bias')}
-    assert keep.keys() == LITV2_CONVERTER.ours_to_official(model.state_dict()).keys()
+    assert keep.keys() == LITv2.converter.ours_to_official(model.state_dict()).keys()
     assert drop.keys() == keep.keys() - dense
 
 
@@ -324,8 +322,8 @@ def test_focalnet_trained_kernels_stay_at_model_size(tmp_path):
         if k != name:
             assert official[k].shape == released[k].shape and torch.equal(official[k], released[k])
     model = build_backbone('focalnet', dict(embed_dim=8, depths=[1, 1, 1, 1],
-                                            focal_levels=[2] * 4, focal_windows=[9] * 4), 'cpu')
-    official = FOCALNET_CONVERTER.ours_to_official(model.state_dict())
+                                            focal_levels=[2] * 4, focal_windows=[9] * 4))
+    official = FocalNet.converter.ours_to_official(model.state_dict())
     assert 'norm0.weight' in official                 # the official dense output norm
     assert official[name].shape[-1] == 9
 

@@ -1,20 +1,21 @@
+"""FocalNet-specific behaviour (focal kernels and their padding, arches,
+post-norm blocks); the contract every backbone follows is in test_backbones.py."""
 import logging
 
 import pytest
 import torch
-from contract import check_registry_scopes, check_with_cp_same_gradients
-from golden import (case_paths, check_released_keys, load_case, official_arch,
-                    read_key_list, run_golden_case, write_released)
 from mmengine.logging import MMLogger
 
 from vattn_mm.backbones import FocalNet
-from vattn_mm.checkpoint import (FOCALNET_CONVERTER, CheckpointMismatchError,
-                                 load_pretrained)
+from vattn_mm.checkpoint import CheckpointMismatchError, load_pretrained
 
+from .backbone_cases import CASES
+from .golden import case_paths, load_case, official_arch, read_key_list, write_released
+
+FOCALNET_CONVERTER = FocalNet.converter
 #: descriptive fixture entries that are not arch keys of the dense model
 CASE_EXTRAS = ('out_indices', 'cls_focal_windows')
-MICRO = dict(embed_dim=8, depths=[1, 1, 2, 1], mlp_ratio=2., focal_levels=[2, 2, 2, 2],
-             focal_windows=[3, 3, 3, 3])
+MICRO = CASES['FocalNet'].micro
 
 
 def build_from_case(rec, ckpt, **arch_changes):
@@ -24,11 +25,6 @@ def build_from_case(rec, ckpt, **arch_changes):
 
 def case(name):
     return next(p for p in case_paths('focalnet') if p.stem == name)
-
-
-@pytest.mark.parametrize('path', case_paths('focalnet'), ids=lambda p: p.stem)
-def test_golden(path, tmp_path):
-    run_golden_case(path, build_from_case, tmp_path)
 
 
 @pytest.mark.parametrize('path', case_paths('focalnet'), ids=lambda p: p.stem)
@@ -89,13 +85,6 @@ def test_larger_checkpoint_kernel_is_a_mismatch(tmp_path):
 
 
 @pytest.mark.parametrize('arch', sorted(FocalNet.arch_zoo))
-def test_released_key_lists(arch):
-    with torch.device('meta'):
-        model = FocalNet(arch)
-    check_released_keys(f'focalnet_{arch}', model, FOCALNET_CONVERTER)
-
-
-@pytest.mark.parametrize('arch', sorted(FocalNet.arch_zoo))
 def test_arch_matches_release(arch):
     """Stage widths, kernels and block type follow the released model."""
     header, sd = read_key_list(f'focalnet_{arch}')
@@ -123,18 +112,6 @@ def test_isotropic_models_are_rejected(name, tmp_path):
     assert not report.ok
     with pytest.raises(ValueError, match='single stage'):
         FocalNet(dict(embed_dim=192, depths=[12], focal_levels=[3], focal_windows=[3]))
-
-
-@pytest.mark.parametrize('wrapper', [None, 'model', 'state_dict'])
-def test_wrappers_and_module_prefix(wrapper, tmp_path):
-    rec = load_case(case('micro_lrf_layerscale'))
-    sd = {'module.' + k: v for k, v in rec['checkpoint'].items()}
-    path = tmp_path / 'ck.pth'
-    torch.save(sd if wrapper is None else {wrapper: sd}, path)
-    model = build_from_case(rec, str(path), focal_windows=[3, 3, 3, 3])
-    model.init_weights()
-    for k, v in FOCALNET_CONVERTER.official_to_ours(rec['checkpoint']).items():
-        assert torch.equal(model.state_dict()[k], v), k
 
 
 def test_wrong_checkpoint_raises_naming_keys(tmp_path):
@@ -171,23 +148,13 @@ def test_ours_roundtrip_dense_checkpoint_and_detector_prefix(tmp_path):
         assert torch.equal(a, b)
 
 
-def test_registry_scopes():
-    check_registry_scopes('FocalNet', MICRO)
-
-
 def test_bad_arch_and_args():
     with pytest.raises(ValueError, match="unknown arch 'tiny'"):
         FocalNet('tiny')
-    with pytest.raises(ValueError, match='missing keys'):
-        FocalNet(dict(embed_dim=8, depths=[1, 1, 1, 1]))
-    with pytest.raises(ValueError, match=r"unknown keys \['foo'\]"):
-        FocalNet(dict(MICRO, foo=1))
     with pytest.raises(ValueError, match='focal_levels.*3 entries'):
         FocalNet(dict(MICRO, focal_levels=[2, 2, 2]))
     with pytest.raises(ValueError, match='must be odd'):
         FocalNet(dict(MICRO, focal_windows=4))
-    with pytest.raises(ValueError, match='out_indices'):
-        FocalNet(MICRO, out_indices=(4, ))
 
 
 def test_scalar_focal_settings_and_huge_modulation_norm():
@@ -248,9 +215,5 @@ def test_drop_path_rate_schedule():
     model = FocalNet(MICRO, drop_path_rate=0.4)
     rates = [getattr(b.drop_path, 'drop_prob', 0.) for s in model.stages for b in s.blocks]
     assert rates[0] == 0 and rates[-1] == pytest.approx(0.4)
-
-
-def test_with_cp_same_gradients():
-    check_with_cp_same_gradients(FocalNet, dict(MICRO, use_layerscale=True))
 
 

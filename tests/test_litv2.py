@@ -1,19 +1,21 @@
+"""LITv2-specific behaviour (HiLo, deformable token merging, output norms);
+the contract every backbone follows is in test_backbones.py."""
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
-from contract import (check_official_roundtrip_and_detector_checkpoint,
-                      check_registry_scopes, check_with_cp_same_gradients)
-from golden import (case_paths, check_released_keys, load_case, official_arch,
-                    read_key_list, run_golden_case, write_released)
 
 from vattn_mm.backbones import LITv2
-from vattn_mm.checkpoint import LITV2_CONVERTER, CheckpointMismatchError
+from vattn_mm.checkpoint import CheckpointMismatchError
 from vattn_mm.layers import BiasedDeformConv2d, DeformableTokenMerging, HiLoAttention
 
-MICRO = dict(embed_dim=8, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8],
-             alpha=0.5, local_ws=[0, 0, 2, 1], mlp_ratio=2.)
+from .backbone_cases import CASES
+from .golden import case_paths, check_released_keys, load_case, official_arch, read_key_list
+from .golden import write_released
+
+MICRO = CASES['LITv2'].micro
+LITV2_CONVERTER = LITv2.converter
 
 
 def build_from_case(rec, ckpt, **kwargs):
@@ -31,14 +33,6 @@ def test_golden_cases_present():
         'micro_a05', 'micro_a05_odd100x150', 'micro_a09'}
 
 
-@pytest.mark.parametrize('path', case_paths('litv2'), ids=lambda p: p.stem)
-def test_golden(path, tmp_path):
-    model = run_golden_case(path, build_from_case, tmp_path)
-    # early stages are attention-free; output 0 is not normalised (mmdet backbone)
-    assert not any(b.has_mixer for s in model.stages[:2] for b in s.blocks)
-    assert isinstance(model.stages[0].norm, torch.nn.Identity)
-
-
 def test_golden_head_split():
     # fixture notes: 'dim 48: 3 Lo-Fi + 1 Hi-Fi heads of 12 ch, ws 2',
     # 'dim 96: 6 Lo-Fi + 0 Hi-Fi heads of 16 ch, ws 1'
@@ -47,6 +41,9 @@ def test_golden_head_split():
     assert (attn2.l_heads, attn2.h_heads, attn2.l_dim, attn2.h_dim) == (3, 1, 36, 12)
     assert (attn3.l_heads, attn3.h_heads, attn3.l_dim) == (6, 0, 96)
     assert not hasattr(attn3, 'h_qkv')
+    # early stages are attention-free; output 0 is not normalised (mmdet backbone)
+    assert not any(b.has_mixer for s in model.stages[:2] for b in s.blocks)
+    assert isinstance(model.stages[0].norm, torch.nn.Identity)
 
 
 def test_segmentation_style_first_output_norm(tmp_path):
@@ -63,7 +60,7 @@ def test_segmentation_style_first_output_norm(tmp_path):
 
 
 @pytest.mark.parametrize('arch', sorted(LITv2.arch_zoo))
-def test_released_key_lists(arch):
+def test_released_parameter_counts(arch):
     with torch.device('meta'):
         model = LITv2(arch)
     check_released_keys(f'litv2_{arch}', model, LITV2_CONVERTER)
@@ -112,23 +109,13 @@ def test_wrong_checkpoint_raises_naming_keys(tmp_path):
         model.init_weights()
 
 
-def test_ours_roundtrip_and_detector_prefix(tmp_path):
-    official = check_official_roundtrip_and_detector_checkpoint(
-        LITv2, MICRO, LITV2_CONVERTER, tmp_path)
+def test_official_key_names():
+    official = LITV2_CONVERTER.ours_to_official(LITv2(MICRO).state_dict())
     assert 'layers.2.downsample.dconv.conv_offset.weight' in official
     assert 'layers.0.downsample.norm_layer.weight' in official
 
 
-def test_registry_scopes():
-    shapes = check_registry_scopes('LITv2', MICRO)
-    assert [s[1] for s in shapes] == [64]
-
-
 def test_bad_arch_and_args():
-    with pytest.raises(ValueError, match="unknown arch 'xl'"):
-        LITv2('xl')
-    with pytest.raises(ValueError, match='missing keys'):
-        LITv2(dict(embed_dim=8, depths=[1, 1, 1, 1]))
     with pytest.raises(ValueError, match=r"unknown keys \['qk_scale'\]"):
         LITv2(dict(MICRO, qk_scale=0.1))
     with pytest.raises(ValueError, match=r"arch\['local_ws'\] has 3 entries"):
@@ -137,8 +124,6 @@ def test_bad_arch_and_args():
         LITv2(dict(MICRO, has_msa=[0, 1, 1, 1]))
     with pytest.raises(ValueError, match='stage 2 has 32 channels, not divisible by num_heads 3'):
         LITv2(dict(MICRO, num_heads=[1, 2, 3, 8]))
-    with pytest.raises(ValueError, match='out_indices'):
-        LITv2(MICRO, out_indices=(4, ))
     # official keys without effect in the official dense code are accepted
     LITv2(dict(MICRO, window_size=7, drop_path_rate=0.3, norm_layer='nn.LayerNorm'))
 
@@ -170,10 +155,6 @@ def test_frozen_stages_and_norm_eval():
     assert len(bns) == 3 and not any(m.training for m in bns)
     outs = model(torch.randn(2, 3, 64, 64))
     assert [o.shape[1] for o in outs] == [8, 16, 32, 64]
-
-
-def test_with_cp_same_gradients():
-    check_with_cp_same_gradients(LITv2, MICRO)
 
 
 def test_init_without_checkpoint_starts_with_zero_offsets():

@@ -1,22 +1,32 @@
+"""P2T-specific behaviour; the contract every backbone follows is in
+test_backbones.py."""
 import pytest
 import torch
-from contract import (check_official_roundtrip_and_detector_checkpoint,
-                      check_registry_scopes, check_with_cp_same_gradients)
-from golden import (case_paths, check_released_keys, load_case, official_arch,
-                    read_key_list, run_golden_case, write_released)
-from mmengine.registry import MODELS
 
 from vattn_mm.backbones import P2T
-from vattn_mm.checkpoint import P2T_CONVERTER, CheckpointMismatchError
+from vattn_mm.checkpoint import CheckpointMismatchError
 from vattn_mm.layers import PyramidPoolingAttention, make_pool_convs, pooled_size
 
-MICRO = dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
-             mlp_ratios=[2, 2, 2, 2], depths=[1, 2, 1, 1])
+from .backbone_cases import CASES
+from .golden import case_paths, check_released_keys, load_case, official_arch, read_key_list
+from .golden import write_released
+
+MICRO = CASES['P2T'].micro
+CONVERTER = P2T.converter
 
 
-def build_from_case(rec, ckpt):
-    return P2T(arch=official_arch(rec), drop_path_rate=0.,
-               init_cfg=dict(type='Pretrained', checkpoint=ckpt))
+def test_pool_convs_are_stored_once_per_stage(tmp_path):
+    rec = load_case(case_paths('p2t')[0])
+    model = P2T(arch=official_arch(rec), init_cfg=dict(
+        type='Pretrained', checkpoint=write_released(rec, tmp_path)))
+    model.init_weights()
+    keys = model.state_dict().keys()
+    assert sum('pool_convs' in k for k in keys) == 2 * 4 * 4
+    assert not any('blocks' in k and 'pool_convs' in k for k in keys)
+    # the official 4-D 1x1-conv FFN weights land in our linear layers
+    fc1 = rec['checkpoint']['block1.0.mlp.fc1.weight']
+    assert fc1.dim() == 4
+    assert torch.equal(model.state_dict()['stages.0.blocks.0.ffn.fc1.weight'], fc1[:, :, 0, 0])
 
 
 def test_golden_cases_present():
@@ -24,41 +34,14 @@ def test_golden_cases_present():
         'micro_a', 'micro_b', 'micro_anysize_clsfpn_100x150'}
 
 
-@pytest.mark.parametrize('path', case_paths('p2t'), ids=lambda p: p.stem)
-def test_golden(path, tmp_path):
-    model = run_golden_case(path, build_from_case, tmp_path)
-    # the pooling convs are stored once per stage, never per block
-    keys = model.state_dict().keys()
-    assert sum('pool_convs' in k for k in keys) == 2 * 4 * 4
-    assert not any('blocks' in k and 'pool_convs' in k for k in keys)
-
-
 @pytest.mark.parametrize('arch', sorted(P2T.arch_zoo))
-def test_released_key_lists(arch):
+def test_released_parameter_counts(arch):
     with torch.device('meta'):
         model = P2T(arch)
-    check_released_keys(f'p2t_{arch}', model, P2T_CONVERTER)
+    check_released_keys(f'p2t_{arch}', model, CONVERTER)
     header, _ = read_key_list(f'p2t_{arch}')
     n_params = sum(p.numel() for p in model.parameters())
     assert n_params == int(header['total_params']) - int(header['head_params'])
-
-
-@pytest.mark.parametrize('wrapper', [None, 'model', 'state_dict'])
-def test_wrappers_and_module_prefix(wrapper, tmp_path):
-    rec = load_case(case_paths('p2t')[0])
-    sd = {'module.' + k: v for k, v in rec['checkpoint'].items()}
-    path = tmp_path / 'ck.pth'
-    torch.save(sd if wrapper is None else {wrapper: sd}, path)
-    model = build_from_case(rec, str(path))
-    model.init_weights()
-    ours = model.state_dict()
-    converted = P2T_CONVERTER.official_to_ours(rec['checkpoint'])
-    assert converted.keys() == ours.keys()
-    for k, v in converted.items():
-        assert torch.equal(ours[k], v.reshape(ours[k].shape)), k
-    # the official 4-D 1x1-conv FFN weights land in our linear layers
-    fc1 = rec['checkpoint']['block1.0.mlp.fc1.weight']
-    assert fc1.dim() == 4 and torch.equal(ours['stages.0.blocks.0.ffn.fc1.weight'], fc1[:, :, 0, 0])
 
 
 def test_wrong_checkpoint_raises_naming_keys(tmp_path):
@@ -78,35 +61,19 @@ def test_wrong_checkpoint_raises_naming_keys(tmp_path):
         model.init_weights()
 
 
-def test_ours_roundtrip_and_detector_prefix(tmp_path):
-    official = check_official_roundtrip_and_detector_checkpoint(
-        P2T, MICRO, P2T_CONVERTER, tmp_path, size=(96, 96))
+def test_official_key_names():
+    official = CONVERTER.ours_to_official(P2T(MICRO).state_dict())
     assert 'd_convs4.3.weight' in official and 'block2.1.attn.kv.0.bias' in official
     assert 'block1.0.mlp.conv.weight' in official
 
 
-def test_registry_scopes():
-    check_registry_scopes('P2T', MICRO)
-    assert MODELS.get('PyramidPoolingAttention') is PyramidPoolingAttention
-
-
-def test_bad_arch_and_args():
-    with pytest.raises(ValueError, match="unknown arch 'huge'"):
-        P2T('huge')
-    with pytest.raises(ValueError, match='missing keys'):
-        P2T(dict(embed_dims=[8, 16, 24, 32]))
-    with pytest.raises(ValueError, match="unknown keys \\['foo'\\]"):
-        P2T(dict(MICRO, foo=1))
+def test_bad_pool_ratios_and_heads():
     with pytest.raises(ValueError, match="arch\\['pool_ratios'\\] has 3 entries"):
         P2T(dict(MICRO, pool_ratios=[[8], [4], [2]]))
     with pytest.raises(ValueError, match='not divisible by num_heads'):
         P2T(dict(MICRO, num_heads=[3, 2, 3, 4]))
     with pytest.raises(ValueError, match='positive'):
         P2T(dict(MICRO, pool_ratios=[[8, 0], [4], [2], [1]]))
-    with pytest.raises(ValueError, match='out_indices'):
-        P2T(MICRO, out_indices=(4, ))
-    with pytest.raises(ValueError, match='frozen_stages'):
-        P2T(MICRO, frozen_stages=5)
     # official constructor keys without effect are accepted
     P2T(dict(MICRO, patch_size=4, img_size=224, num_classes=10, drop_rate=0.))
 
@@ -166,16 +133,6 @@ def test_frozen_stages_and_norm_eval():
     sum(o.sum() for o in outs).backward()
     assert model.stages[2].pool_convs[0].weight.grad is not None
     assert model.stages[1].pool_convs[0].weight.grad is None
-
-
-def test_out_indices():
-    model = P2T(MICRO, out_indices=(1, 3)).eval()
-    outs = model(torch.randn(1, 3, 64, 64))
-    assert [o.shape[1] for o in outs] == [16, 32]
-
-
-def test_with_cp_same_gradients():
-    check_with_cp_same_gradients(P2T, MICRO)
 
 
 def test_drop_path_schedule():

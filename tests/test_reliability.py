@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_training import ROOT, free_port, without_module_list
+from .test_training import ROOT, free_port, without_module_list
 
 from vattn_mm.datasets import make_demo_dataset
 from vattn_mm.utils.atomic_io import TMP_PREFIX

@@ -19,7 +19,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import vattn_mm  # noqa: E402,F401  (registers the backbones, safe loading)
 from vattn_mm.checkpoint import CheckpointError  # noqa: E402
-from vattn_mm.checkpoint.convert import (CONVERTERS, convert_official_file,  # noqa: E402
+from vattn_mm.backbones import released_families  # noqa: E402
+from vattn_mm.checkpoint.convert import (convert_official_file,  # noqa: E402
                                          convert_to_official_file, parse_arch_arg)
 
 EPILOG = """\
@@ -44,7 +45,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('out', help='output checkpoint (never the input)')
     parser.add_argument('--to', choices=['vattn', 'official'], default='vattn',
                         help='direction (default: official -> vattn)')
-    parser.add_argument('--family', choices=sorted(CONVERTERS),
+    parser.add_argument('--family', choices=sorted(released_families()),
                         help='backbone family (--to official: default from the file)')
     parser.add_argument('--arch', type=parse_arch_arg,
                         help="variant name (e.g. b2) or a dict literal of official "

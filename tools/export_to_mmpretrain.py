@@ -25,7 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import vattn_mm  # noqa: E402,F401  (registers the backbones, safe loading)
 from vattn_mm.checkpoint import CheckpointError  # noqa: E402
-from vattn_mm.checkpoint.convert import CONVERTERS, parse_arch_arg  # noqa: E402
+from vattn_mm.backbones import released_families  # noqa: E402
+from vattn_mm.checkpoint.convert import parse_arch_arg  # noqa: E402
 from vattn_mm.checkpoint.export import (export_official, export_trained,  # noqa: E402
                                         write_export)
 
@@ -36,7 +37,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                                      epilog='\n'.join(__doc__.splitlines()[1:]))
     parser.add_argument('src', help='checkpoint to export')
     parser.add_argument('--config', help='the config SRC was trained with (vattn-mm checkpoints)')
-    parser.add_argument('--family', choices=sorted(CONVERTERS), help='official checkpoints')
+    parser.add_argument('--family', choices=sorted(released_families()), help='official checkpoints')
     parser.add_argument('--arch', type=parse_arch_arg,
                         help='official checkpoints: variant name or dict literal')
     parser.add_argument('--num-classes', type=int,

@@ -82,7 +82,7 @@ def build(args, impl: str, device: str):
     if args.scope == 'msda':
         block = stage.blocks[0]
         return stage, lambda x, hw: block.attn(x, hw)
-    return stage, lambda x, hw: model.run_blocks(stage.blocks, x, hw)
+    return stage, lambda x, hw: model.run_stage(stage, x, hw)
 
 
 def tokens(args, size, device):

@@ -4,13 +4,13 @@ against (:mod:`.reference`) and speed / memory benchmarks (:mod:`.benchmark`,
 imported on its own)."""
 from .complexity import (COUNT_STANDINS, ELEMENTWISE_MACS, OPAQUE_MACS, Complexity,
                          count_complexity, count_params)
-from .targets import (FAMILIES, ImageNetClassifier, Target, build_backbone,
+from .targets import (ImageNetClassifier, Target, build_backbone,
                       build_config_model, build_target, model_complexity,
                       spec_complexity)
 
 __all__ = [
     'COUNT_STANDINS', 'ELEMENTWISE_MACS', 'OPAQUE_MACS', 'Complexity', 'count_complexity',
     'count_params',
-    'FAMILIES', 'ImageNetClassifier', 'Target', 'build_backbone', 'build_config_model',
+    'ImageNetClassifier', 'Target', 'build_backbone', 'build_config_model',
     'build_target', 'model_complexity', 'spec_complexity',
 ]

@@ -12,29 +12,10 @@ from mmengine.registry import MODELS, DefaultScope
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from .. import backbones as _backbones
-from ..backbones import FocalNet, PyramidBackbone
-from ..backbones.quadtree import CLS_TOPKS, CLS_VALUE_ACT
+from ..backbones import PyramidBackbone, backbone_class, registered_backbones
+from ..backbones import build_backbone as build_registered_backbone
 from ..utils.launch import replace_sync_bn
 from .complexity import Complexity, count_complexity
-
-
-
-def _families() -> dict[str, type]:
-    families = {}
-    for name in _backbones.__all__:
-        cls = getattr(_backbones, name)
-        if isinstance(cls, type) and issubclass(cls, PyramidBackbone) \
-                and cls is not PyramidBackbone:
-            families[name] = cls
-    return families
-
-
-#: registered vattn-mm backbone families
-FAMILIES = _families()
-
-#: the dense FocalNet T/S/B arches widen the ImageNet focal window 3 to 9
-_FOCALNET_IMAGENET_WINDOW = 3
 
 
 @dataclass
@@ -53,18 +34,10 @@ class ImageNetClassifier(nn.Module):
     def __init__(self, backbone: PyramidBackbone, num_classes: int = 1000):
         super().__init__()
         self.backbone = backbone
-        self.head = nn.Linear(stage_channels(backbone)[-1], num_classes)
+        self.head = nn.Linear(backbone.out_channels[-1], num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.backbone(x)[-1].mean((2, 3)))
-
-
-def stage_channels(backbone: PyramidBackbone) -> list[int]:
-    """Channels of each stage output."""
-    arch = backbone.arch
-    if 'embed_dims' in arch:
-        return list(arch['embed_dims'])
-    return [arch['embed_dim'] * 2 ** i for i in range(backbone.num_stages)]
 
 
 def is_backbone_spec(spec: str) -> bool:
@@ -72,40 +45,32 @@ def is_backbone_spec(spec: str) -> bool:
     return ':' in spec and not osp.exists(spec)
 
 
-def imagenet_kwargs(family: str, arch: str) -> dict:
-    """Constructor arguments giving the released ImageNet model's
-    hyper-parameters where the dense defaults differ from them."""
-    if family == 'QuadTree':
-        return dict(topks=CLS_TOPKS, value_branch_act=CLS_VALUE_ACT)
-    if family == 'FocalNet':
-        zoo = dict(FocalNet.arch_zoo[arch.lower()])
-        if all(w == 9 for w in zoo['focal_windows']):
-            zoo['focal_windows'] = [_FOCALNET_IMAGENET_WINDOW] * len(zoo['focal_windows'])
-            return dict(arch=zoo)
-    return {}
-
-
 def build_backbone(spec: str, *, imagenet: bool = False, with_cp: bool = False,
                    device: Union[str, torch.device] = 'cpu') -> nn.Module:
-    """Build ``'Family:arch'`` (e.g. ``'PVTv2:b2'``, ``'FocalNet:tiny_srf'``).
+    """Build ``'Family:arch'`` (e.g. ``'PVTv2:b2'``, ``'FocalNet:tiny_srf'``,
+    ``'TokenPyramid:b1'``).
 
     ``imagenet=True``: the released ImageNet classifier instead (ImageNet
     hyper-parameters, 1000-class head on the pooled last stage), the models
     the papers' parameter / FLOP tables describe.
     """
     family, _, arch = spec.partition(':')
-    if family not in FAMILIES:
+    families = registered_backbones()
+    if family not in families:
         raise ValueError(f'unknown backbone family {family!r} in {spec!r}; choose one of '
-                         f'{sorted(FAMILIES)} (e.g. PVTv2:b2) or give a config file')
-    cls = FAMILIES[family]
+                         f'{sorted(families)} (e.g. PVTv2:b2) or give a config file')
+    cls = backbone_class(family)
     if arch.lower() not in cls.arch_zoo:
         raise ValueError(f'{family} has no arch {arch!r}; choose one of {sorted(cls.arch_zoo)}')
-    kwargs: dict[str, Any] = dict(arch=arch, with_cp=with_cp)
+    kwargs: dict[str, Any] = dict(with_cp=with_cp)
     if imagenet:
-        kwargs.update(imagenet_kwargs(family, arch), out_indices=(-1, ))
-    with torch.device(device):
-        backbone = cls(**kwargs)
-        return ImageNetClassifier(backbone) if imagenet else backbone
+        kwargs['out_indices'] = (-1, )
+    backbone = build_registered_backbone(family, arch, imagenet=imagenet, device=device,
+                                         **kwargs)
+    if imagenet:
+        with torch.device(device):
+            return ImageNetClassifier(backbone)
+    return backbone
 
 
 def strip_pretrained(node: Any) -> Any:
@@ -170,7 +135,7 @@ def build_target(spec: str, *, imagenet: bool = False, with_cp: bool = False,
                          '(Family:arch), not configs')
     if not osp.isfile(spec):
         raise FileNotFoundError(f'{spec!r} is neither a config file nor a backbone spec '
-                                f'Family:arch with Family in {sorted(FAMILIES)}')
+                                f'Family:arch with Family in {sorted(registered_backbones())}')
     return build_config_model(spec, with_cp=with_cp, device=device)
 
 

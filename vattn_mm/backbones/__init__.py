@@ -1,11 +1,23 @@
-"""Registered pyramid backbones."""
-from .base import PyramidBackbone, PyramidStage, drop_path_schedule
+"""Registered pyramid backbones: the generic :class:`TokenPyramid` and the
+families with official releases, each carrying its family facts (key map,
+release wrapper, ImageNet settings, output channels)."""
+from .base import (PyramidBackbone, PyramidStage, StageSpec, backbone_class, build_backbone,
+                   build_stage, drop_path_schedule, registered_backbones, released_families)
 from .dilateformer import DilateFormer
 from .focalnet import FocalNet
+from .keymap import KeyMap
 from .litv2 import LITv2
+from .loading import (CheckpointError, CheckpointMismatchError, FamilyConverter, LoadReport,
+                      extract_state_dict, load_pretrained, read_checkpoint)
 from .p2t import P2T
 from .pvtv2 import PVTv2
 from .quadtree import QuadTree
+from .token_pyramid import TokenPyramid
 
-__all__ = ['PyramidBackbone', 'PyramidStage', 'drop_path_schedule', 'PVTv2', 'P2T', 'FocalNet',
-           'LITv2', 'DilateFormer', 'QuadTree']
+__all__ = [
+    'PyramidBackbone', 'PyramidStage', 'StageSpec', 'backbone_class', 'build_backbone',
+    'build_stage', 'drop_path_schedule', 'registered_backbones', 'released_families',
+    'TokenPyramid', 'PVTv2', 'P2T', 'QuadTree', 'FocalNet', 'LITv2', 'DilateFormer',
+    'KeyMap', 'CheckpointError', 'CheckpointMismatchError', 'FamilyConverter', 'LoadReport',
+    'extract_state_dict', 'load_pretrained', 'read_checkpoint',
+]

@@ -1,4 +1,5 @@
-"""The contract every vattn-mm pyramid backbone follows.
+"""The contract every vattn-mm pyramid backbone follows, and the stage
+builder they all use.
 
 ``arch`` (a name from the class's ``arch_zoo`` or a dict with the official
 hyper-parameter names), ``out_indices``, ``frozen_stages``, ``norm_eval``,
@@ -13,17 +14,23 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Optional, Sequence, Union
 
 import torch
+import torch.nn.functional as F
+from mmcv.cnn import build_norm_layer
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.checkpoint import checkpoint
 
-from ..checkpoint import FamilyConverter, load_pretrained
-from ..layers import tokens_to_map
+from ..layers import (TokenBlock, build_layer, build_mixer, build_position, build_shared,
+                      residual_add, tokens_to_map)
+from ..layers.patch_embed import Size
+from .keymap import KeyMap
+from .loading import FamilyConverter, load_pretrained
 
 
 def drop_path_schedule(depths: Sequence[int], rate: float) -> list[list[float]]:
@@ -68,21 +75,107 @@ def dense_output(x: torch.Tensor) -> torch.Tensor:
 
 
 class PyramidStage(nn.Module):
-    """One stage: patch embedding, blocks and (optionally) an output norm."""
+    """One stage: patch embedding, blocks and (optionally) an output norm.
+
+    ``shared``: ``(name, module)`` the mixers of all blocks use (stored once,
+    under ``name``, and passed to every mixer call); ``position``: a position
+    module whose term is added once, after the first block."""
 
     def __init__(self, patch_embed: nn.Module, blocks: Sequence[nn.Module],
-                 norm: Optional[nn.Module] = None, **extra: nn.Module):
+                 norm: Optional[nn.Module] = None,
+                 shared: Optional[tuple[str, nn.Module]] = None,
+                 position: Optional[nn.Module] = None):
         super().__init__()
         self.patch_embed = patch_embed
         self.blocks = nn.ModuleList(blocks)
         self.norm = norm if norm is not None else nn.Identity()
-        for name, module in extra.items():
-            self.add_module(name, module)
+        self.shared_name = None
+        if shared is not None:
+            self.shared_name = shared[0]
+            self.add_module(*shared)
+        if position is not None:
+            self.position = position
+        self.has_position = position is not None
+
+    @property
+    def mixer_args(self) -> tuple:
+        """Extra arguments of every mixer call (the shared module, if any)."""
+        return () if self.shared_name is None else (getattr(self, self.shared_name), )
+
+    @property
+    def size_multiple(self) -> int:
+        """What the stage's map sides must be divisible by (its mixer's need)."""
+        first = self.blocks[0] if len(self.blocks) else None
+        mixer = getattr(first, 'attn', None)
+        return getattr(mixer, 'size_multiple', 1)
+
+
+@dataclass
+class StageSpec:
+    """What one stage is made of; :func:`build_stage` builds it.
+
+    Attributes:
+        embed_dims: token channels.
+        depth: number of blocks.
+        patch_embed: the stage's embedding (stem for stage 0), built.
+        mixer: token-mixer config (``None``: blocks without a mixer).
+        ffn: FFN config; ``embed_dims`` and ``hidden_dims`` are filled in.
+        mlp_ratio: FFN hidden channels / ``embed_dims``.
+        num_heads: filled into mixers that take ``num_heads``.
+        drop_path: stochastic-depth rate of each block.
+        norm_cfg: the blocks' norms.
+        out_norm_cfg: the stage's output norm (``None``: none).
+        position: position-module config (see :mod:`vattn_mm.layers.builder`).
+        layer_scale: initial :class:`~vattn_mm.layers.LayerScale` value.
+        post_norm: normalise branch outputs instead of inputs.
+    """
+
+    embed_dims: int
+    depth: int
+    patch_embed: nn.Module
+    mixer: Optional[Mapping[str, Any]]
+    ffn: Mapping[str, Any]
+    mlp_ratio: float
+    num_heads: Optional[int] = None
+    drop_path: Sequence[float] = ()
+    norm_cfg: Mapping[str, Any] = field(default_factory=lambda: dict(type='LN', eps=1e-6))
+    out_norm_cfg: Optional[Mapping[str, Any]] = None
+    position: Optional[Mapping[str, Any]] = None
+    layer_scale: Optional[float] = None
+    post_norm: bool = False
+
+
+def build_stage(index: int, spec: StageSpec) -> PyramidStage:
+    """Stage ``index`` of a pyramid from its :class:`StageSpec`."""
+    dims = spec.embed_dims
+    drop_path = list(spec.drop_path) or [0.] * spec.depth
+    where, position = build_position(spec.position, dims)
+    shared = None if spec.mixer is None else build_shared(spec.mixer, dims, spec.num_heads, index)
+    ffn_args = dict(embed_dims=dims, hidden_dims=int(dims * spec.mlp_ratio))
+    blocks = [
+        TokenBlock(
+            dims,
+            None if spec.mixer is None else build_mixer(spec.mixer, dims, spec.num_heads, index),
+            build_layer(spec.ffn, 'FFN', **ffn_args),
+            drop_path=drop_path[j], norm_cfg=dict(spec.norm_cfg),
+            layer_scale=spec.layer_scale, post_norm=spec.post_norm,
+            position=build_layer(position, 'position module') if where == 'block' else None)
+        for j in range(spec.depth)
+    ]
+    norm = build_norm_layer(dict(spec.out_norm_cfg), dims)[1] if spec.out_norm_cfg else None
+    stage_position = build_layer(position, 'position module') \
+        if where == 'after_first_block' else None
+    return PyramidStage(spec.patch_embed, blocks, norm, shared, stage_position)
 
 
 class PyramidBackbone(BaseModule):
-    """Base class; subclasses define ``arch_zoo``, ``converter`` and build
-    ``self.stages`` (a ``ModuleList`` of :class:`PyramidStage`)."""
+    """Base class of the registered backbones.
+
+    Subclasses define ``arch_zoo`` and their family facts (below), and build
+    their stages with :meth:`build_stages` from one :class:`StageSpec` each.
+    Forward is the same for all: pad the input to :attr:`size_multiple`, then
+    per stage patch embedding, blocks, output norm; outputs cropped back.
+    """
 
     #: named variants: ``name -> dict`` of official hyper-parameter names
     arch_zoo: ClassVar[dict[str, dict[str, Any]]] = {}
@@ -94,9 +187,19 @@ class PyramidBackbone(BaseModule):
         {'num_classes', 'drop_rate', 'drop_path_rate', 'norm_layer', 'num_stages'})
     #: arch keys that hold one value per stage
     per_stage_keys: ClassVar[tuple[str, ...]] = ()
-    converter: ClassVar[FamilyConverter]
     #: True when the normalised stage output is also the next stage's input
     norm_feeds_next: ClassVar[bool] = True
+
+    # family facts: how the official releases are stored and what they compute
+    #: official <-> vattn-mm keys (``None``: the class has no official release)
+    converter: ClassVar[Optional[FamilyConverter]] = None
+    #: how the released ImageNet files wrap the state dict (``'model'``:
+    #: ``{'model': sd}``; ``None``: raw)
+    official_wrapper: ClassVar[Optional[str]] = None
+    #: official prefix of the norm the ImageNet classifier applies to the last
+    #: stage before pooling, where that norm is not a backbone key (``'norm.'``);
+    #: ``None``: the backbone holds it (PVTv2's ``norm4``) or there is none (P2T)
+    classifier_norm: ClassVar[Optional[str]] = None
 
     def __init__(self, arch: Union[str, Mapping[str, Any]],
                  out_indices: Sequence[int] = (0, 1, 2, 3),
@@ -112,6 +215,58 @@ class PyramidBackbone(BaseModule):
         self.frozen_stages = frozen_stages
         self.norm_eval = norm_eval
         self.with_cp = with_cp
+
+    # ---------------------------------------------------------- family
+    @classmethod
+    def family(cls) -> str:
+        """The family name the converters and tools use (``'pvtv2'``)."""
+        return cls.__name__.lower()
+
+    @classmethod
+    def checkpoint_converter(cls) -> FamilyConverter:
+        """What loading uses: the family's converter, or vattn-mm keys only."""
+        return cls.converter or FamilyConverter(cls.family(), KeyMap(()))
+
+    @classmethod
+    def imagenet_settings(cls, arch: Union[str, Mapping[str, Any]],
+                          official_sd: Optional[Mapping[str, torch.Tensor]] = None
+                          ) -> tuple[dict, dict]:
+        """``(arch updates, constructor kwargs)`` with which this backbone
+        computes the released ImageNet model's features where the dense
+        defaults differ (read from ``official_sd`` where it tells)."""
+        return {}, {}
+
+    # ----------------------------------------------------------- build
+    def build_stages(self, specs: Sequence[StageSpec]) -> None:
+        """Build ``self.stages`` and record what the stages give:
+        :attr:`out_channels`, :attr:`strides` and :attr:`size_multiple`."""
+        self.stages = nn.ModuleList(build_stage(i, spec) for i, spec in enumerate(specs))
+        #: channels of every stage's output
+        self.out_channels = [spec.embed_dims for spec in specs]
+        multiples = [stage.size_multiple for stage in self.stages]
+        #: input sides are zero-padded (right / bottom) to a multiple of this and
+        #: the outputs cropped back, so mixers that need divisible maps
+        #: (QuadTree) take any input size
+        self.size_multiple = 1
+        self.strides: list[Optional[int]] = []
+        stride = 1
+        for stage in self.stages:
+            step = getattr(stage.patch_embed, 'stride', None)
+            stride = None if step is None or stride is None else stride * step
+            self.strides.append(stride)
+        for i, multiple in enumerate(multiples):
+            if multiple > 1:
+                if self.strides[i] is None:
+                    raise ValueError(
+                        f'{type(self).__name__}: the mixer of stage {i} needs map sides '
+                        f'divisible by {multiple} but the patch embeddings up to it do not '
+                        'declare their stride')
+                self.size_multiple = max(self.size_multiple, self.strides[i] * multiple)
+
+    @property
+    def min_input_size(self) -> int:
+        """Smallest image side the backbone takes."""
+        return 1
 
     # ----------------------------------------------------------------- arch
     @classmethod
@@ -173,7 +328,7 @@ class PyramidBackbone(BaseModule):
         if 'checkpoint' not in cfg:
             raise ValueError(f'{type(self).__name__}: init_cfg Pretrained needs a checkpoint')
         self.apply(init_transformer_weights)  # for dense-only keys
-        load_pretrained(self, cfg['checkpoint'], self.converter,
+        load_pretrained(self, cfg['checkpoint'], self.checkpoint_converter(),
                         prefix=cfg.get('prefix'), logger=MMLogger.get_current_instance())
         self._is_init = True
 
@@ -197,8 +352,9 @@ class PyramidBackbone(BaseModule):
         return self
 
     # ------------------------------------------------------------ forward
-    def run_blocks(self, blocks: nn.ModuleList, x: torch.Tensor, *args) -> torch.Tensor:
-        """Apply ``blocks`` in order, with activation checkpointing if enabled.
+    def run_stage(self, stage: PyramidStage, x: torch.Tensor, hw: Size) -> torch.Tensor:
+        """Apply the stage's blocks (and its position module after the first
+        one) to its tokens, with activation checkpointing if enabled.
 
         ``x`` is this backbone's own tensor (a patch embedding's output), so
         without autograd the blocks add their residuals into it in place.
@@ -209,28 +365,83 @@ class PyramidBackbone(BaseModule):
         needs for its channels-last path."""
         x = x.contiguous()
         inplace = not torch.is_grad_enabled()
-        for block in blocks:
+        args = stage.mixer_args
+        for j, block in enumerate(stage.blocks):
             if self.with_cp and x.requires_grad:
-                x = checkpoint(block, x, *args, use_reentrant=False)
+                x = checkpoint(block, x, hw, *args, use_reentrant=False)
             elif inplace:
-                x = block(x, *args, inplace=True)
+                x = block(x, hw, *args, inplace=True)
             else:
-                x = block(x, *args)
+                x = block(x, hw, *args)
+            if j == 0 and stage.has_position:
+                x = residual_add(inplace)(x, stage.position(x, hw))
         return x
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Token pipeline: patch embedding, blocks and norm per stage, up to
         the last stage in ``out_indices``; returns contiguous NCHW maps
         (:func:`dense_output`)."""
+        h, w = x.shape[-2:]
+        if min(h, w) < self.min_input_size:
+            raise ValueError(f'{type(self).__name__}: input {h}x{w} is too small; each '
+                             f'side needs at least {self.min_input_size} px')
+        pad_h, pad_w = -h % self.size_multiple, -w % self.size_multiple
+        if pad_h or pad_w:
+            x = F.pad(x, (0, pad_w, 0, pad_h))
         outs = []
         for i, stage in enumerate(self.stages[:self.out_indices[-1] + 1]):
             tokens, hw = stage.patch_embed(x)
-            tokens = self.run_blocks(stage.blocks, tokens, hw)
+            tokens = self.run_stage(stage, tokens, hw)
             if self.norm_feeds_next:
                 x = out = tokens_to_map(stage.norm(tokens), hw)
             else:
                 x = tokens_to_map(tokens, hw)
                 out = tokens_to_map(stage.norm(tokens), hw) if i in self.out_indices else None
             if i in self.out_indices:
+                if pad_h or pad_w:   # the sizes an unpadded input gives
+                    stride = self.strides[i]
+                    out = out[..., :-(-h // stride), :-(-w // stride)]
                 outs.append(dense_output(out))
         return tuple(outs)
+
+
+def registered_backbones() -> dict[str, type]:
+    """Every registered vattn-mm backbone class, by registered name."""
+    from mmengine.registry import MODELS
+    return {name: cls for name, cls in MODELS.module_dict.items()
+            if isinstance(cls, type) and issubclass(cls, PyramidBackbone)}
+
+
+def released_families() -> dict[str, type]:
+    """The backbones with official releases to convert (a ``converter``), by
+    family name (``'pvtv2'``)."""
+    return {cls.family(): cls for cls in registered_backbones().values()
+            if cls.converter is not None}
+
+
+def backbone_class(name: str) -> type:
+    """The backbone class of a family or class name, case-insensitive
+    (``'pvtv2'``, ``'PVTv2'``)."""
+    classes = registered_backbones()
+    found = {n.lower(): cls for n, cls in classes.items()}.get(name.lower())
+    if found is None:
+        raise ValueError(f'unknown backbone {name!r}; choose one of {sorted(classes)}')
+    return found
+
+
+def build_backbone(name: str, arch: Union[str, Mapping[str, Any]], *, imagenet: bool = False,
+                   device: Union[str, torch.device] = 'cpu', **kwargs) -> PyramidBackbone:
+    """Build a backbone (``name``: family or class name) without loading
+    weights, on ``device`` (``'meta'``: no memory).
+
+    ``imagenet=True``: with the hyper-parameters of the released ImageNet
+    model where the dense defaults differ (:meth:`PyramidBackbone.imagenet_settings`).
+    """
+    cls = backbone_class(name)
+    if imagenet:
+        updates, extra = cls.imagenet_settings(arch)
+        if updates:
+            arch = {**cls.parse_arch(arch)[1], **updates}
+        kwargs = {**extra, **kwargs}
+    with torch.device(device):
+        return cls(arch=arch, **kwargs)

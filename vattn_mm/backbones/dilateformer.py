@@ -15,12 +15,11 @@ from mmcv.cnn import build_norm_layer
 from mmengine.registry import MODELS
 from torch import nn
 
-from ..checkpoint import DILATEFORMER_CONVERTER
-from ..layers import (MLP, ConvStem, DepthwiseConv2d, GlobalSelfAttention, TokenMapConv2d,
-                      MultiScaleDilatedAttention, TokenBlock, map_to_tokens, residual_add,
-                      tokens_to_map)
+from ..layers import ConvStem, DepthwiseConv2d, TokenMapConv2d, map_to_tokens
 from ..layers.patch_embed import Size
-from .base import PyramidBackbone, PyramidStage, drop_path_schedule
+from .base import PyramidBackbone, StageSpec, drop_path_schedule
+from .keymap import KeyMap
+from .loading import FamilyConverter
 
 _MERGING_KERNELS = {'conv3_2': 3, 'conv2_2': 2}
 
@@ -40,6 +39,7 @@ class DilateStem(ConvStem):
                          norm_cfg=dict(type='BN'), act_cfg=dict(type='GELU'),
                          out_norm_cfg=None)
         self.convs[-1] = nn.Conv2d(hidden[-1], embed_dims, 3, 2, 1, bias=False)
+        self.stride = 4
 
 
 class ConvDownsample(nn.Module):
@@ -52,6 +52,7 @@ class ConvDownsample(nn.Module):
         self.proj = TokenMapConv2d(in_channels, embed_dims, kernel_size, 2,
                                    (kernel_size - 1) // 2)
         self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.stride = 2
         if cpe:
             self.pos_embed = DepthwiseConv2d(embed_dims, 3)
         self.cpe = cpe
@@ -61,22 +62,6 @@ class ConvDownsample(nn.Module):
         if self.cpe:
             x = x + self.pos_embed(x)
         return map_to_tokens(x)
-
-
-class CPEBlock(TokenBlock):
-    """:class:`TokenBlock` preceded by a conditional positional encoding
-    ``x = x + dwconv3x3(x)`` (``cpe=True``)."""
-
-    def __init__(self, embed_dims: int, *args, cpe: bool = True, **kwargs):
-        super().__init__(embed_dims, *args, **kwargs)
-        if cpe:
-            self.pos_embed = DepthwiseConv2d(embed_dims, 3)
-        self.cpe = cpe
-
-    def forward(self, x: torch.Tensor, hw: Size, inplace: bool = False) -> torch.Tensor:
-        if self.cpe:
-            x = residual_add(inplace)(x, map_to_tokens(self.pos_embed(tokens_to_map(x, hw)))[0])
-        return super().forward(x, hw, inplace=inplace)
 
 
 @MODELS.register_module()
@@ -124,7 +109,25 @@ class DilateFormer(PyramidBackbone):
     arch_ignored = PyramidBackbone.arch_ignored | {
         'img_size', 'patch_size', 'in_chans', 'drop', 'attn_drop', 'drop_path'}
     per_stage_keys = ('depths', 'num_heads', 'dilate_attention', 'downsamples')
-    converter = DILATEFORMER_CONVERTER
+    #: official keys (JIAOJIAYUASD/dilateformer ``models/dilateformer.py``): the
+    #: stem ``patch_embed.proj.*`` is ``stages.0.patch_embed.convs.*``; the
+    #: downsampling at the END of official stage ``i`` (conv + BN) is the patch
+    #: embedding at the START of our stage ``i + 1``; the classifier's ``norm``
+    #: and ``head`` are dropped; our output norms are dense-only
+    converter = FamilyConverter(
+        family='dilateformer',
+        keymap=KeyMap((
+            ('patch_embed.proj.', 'stages.0.patch_embed.convs.'),
+            ('stages.{s-1}.downsample.proj.0.', 'stages.{s}.patch_embed.proj.'),
+            ('stages.{s-1}.downsample.proj.1.', 'stages.{s}.patch_embed.norm.'),
+            ('stages.{s-1}.downsample.pos_embed.', 'stages.{s}.patch_embed.pos_embed.'),
+            ('.mlp.', '.ffn.'),
+        )),
+        classification_only=(r'^norm\.', r'^head\.'),
+        dense_only=(r'^stages\.\d+\.norm\.', ),
+    )
+    official_wrapper = 'model'
+    classifier_norm = 'norm.'
     norm_feeds_next = False
 
     def __init__(self, arch: Union[str, Mapping[str, Any]] = 'small',
@@ -136,7 +139,7 @@ class DilateFormer(PyramidBackbone):
         self._check_arch(a)
         dims = [a['embed_dim'] * 2 ** i for i in range(self.num_stages)]
         dpr = drop_path_schedule(a['depths'], drop_path_rate)
-        stages = []
+        specs = []
         for i, depth in enumerate(a['depths']):
             if i == 0:
                 patch_embed = DilateStem(in_channels, dims[0])
@@ -144,24 +147,26 @@ class DilateFormer(PyramidBackbone):
                 patch_embed = ConvDownsample(dims[i - 1], dims[i],
                                              _MERGING_KERNELS[a['merging_way']],
                                              cpe=a['cpe_per_satge'])
-            blocks = [
-                CPEBlock(dims[i], self._mixer(a, i, dims[i], attn_drop_rate),
-                         MLP(dims[i], int(dims[i] * a['mlp_ratio'])),
-                         drop_path=dpr[i][j], cpe=a['cpe_per_block'])
-                for j in range(depth)
-            ]
-            norm = build_norm_layer(out_norm_cfg, dims[i])[1] if out_norm_cfg else None
-            stages.append(PyramidStage(patch_embed, blocks, norm))
-        self.stages = nn.ModuleList(stages)
+            specs.append(StageSpec(
+                dims[i], depth, patch_embed, self._mixer(a, i, attn_drop_rate), dict(type='MLP'),
+                a['mlp_ratio'], num_heads=a['num_heads'][i], drop_path=dpr[i],
+                out_norm_cfg=out_norm_cfg,
+                position=dict(type='ConvPosEnc') if a['cpe_per_block'] else None))
+        self.build_stages(specs)
+
+    @classmethod
+    def imagenet_settings(cls, arch, official_sd=None) -> tuple[dict, dict]:
+        """The ImageNet DilateFormer's final norm is LayerNorm(eps=1e-6)."""
+        return {}, dict(out_norm_cfg=dict(type='LN', eps=1e-6))
 
     @staticmethod
-    def _mixer(a: dict, i: int, dims: int, attn_drop: float) -> nn.Module:
+    def _mixer(a: dict, i: int, attn_drop: float) -> dict:
         if a['dilate_attention'][i]:
-            return MultiScaleDilatedAttention(
-                dims, a['num_heads'][i], a['kernel_size'], a['dilation'],
-                qkv_bias=a['qkv_bias'], qk_scale=a['qk_scale'], attn_drop=attn_drop)
-        return GlobalSelfAttention(dims, a['num_heads'][i], qkv_bias=a['qkv_bias'],
-                                   qk_scale=a['qk_scale'], attn_drop=attn_drop)
+            return dict(type='MultiScaleDilatedAttention', kernel_size=a['kernel_size'],
+                        dilation=a['dilation'], qkv_bias=a['qkv_bias'],
+                        qk_scale=a['qk_scale'], attn_drop=attn_drop)
+        return dict(type='GlobalSelfAttention', qkv_bias=a['qkv_bias'],
+                    qk_scale=a['qk_scale'], attn_drop=attn_drop)
 
     def _check_arch(self, a: dict) -> None:
         name = type(self).__name__

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Union
 
-import torch
-from mmcv.cnn import build_norm_layer
 from mmengine.registry import MODELS
-from torch import nn
 
-from ..checkpoint import LITV2_CONVERTER
-from ..layers import (BiasedDeformConv2d, ConvFFN, DeformableTokenMerging,
-                      HiLoAttention, OverlapPatchEmbed, TokenBlock)
-from .base import PyramidBackbone, PyramidStage, drop_path_schedule
+from ..layers import BiasedDeformConv2d, DeformableTokenMerging, OverlapPatchEmbed
+from .base import PyramidBackbone, StageSpec, drop_path_schedule
+from .keymap import KeyMap
+from .loading import FamilyConverter
 
 _S = dict(embed_dim=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24],
           alpha=0.9, local_ws=[0, 0, 2, 1])
@@ -62,7 +59,24 @@ class LITv2(PyramidBackbone):
     arch_ignored = PyramidBackbone.arch_ignored | {
         'window_size', 'attn_drop_rate', 'pretrain_img_size'}
     per_stage_keys = ('num_heads', 'local_ws', 'has_msa')
-    converter = LITV2_CONVERTER
+    #: official keys (ziplab/LITv2 ``classification/models/litv2.py`` releases,
+    #: dense ``detection/mmdet/models/backbones/litv2.py``): ``layers.{i}.downsample``
+    #: (DTM at the END of stage ``i``) is our ``stages.{i+1}.patch_embed``
+    converter = FamilyConverter(
+        family='litv2',
+        keymap=KeyMap((
+            ('patch_embed.', 'stages.0.patch_embed.'),
+            ('layers.{s}.downsample.norm_layer.', 'stages.{s+1}.patch_embed.norm.'),
+            ('layers.{s}.downsample.', 'stages.{s+1}.patch_embed.'),
+            ('layers.{s}.blocks.', 'stages.{s}.blocks.'),
+            ('.mlp.dwconv.dwconv.', '.ffn.dwconv.'),
+            ('.mlp.', '.ffn.'),
+        )),
+        classification_only=(r'^norm\.', r'^head\.'),   # the classifier's norm and head
+        dense_only=(r'^stages\.\d+\.norm\.', ),          # official det: norm1..norm3
+    )
+    official_wrapper = 'model'
+    classifier_norm = 'norm.'
     norm_feeds_next = False
 
     def __init__(self, arch: Union[str, Mapping[str, Any]] = 's',
@@ -74,7 +88,7 @@ class LITv2(PyramidBackbone):
         dims = [a['embed_dim'] * 2 ** i for i in range(self.num_stages)]
         self._check_heads(dims)
         dpr = drop_path_schedule(a['depths'], drop_path_rate)
-        stages = []
+        specs = []
         for i, depth in enumerate(a['depths']):
             if i == 0:
                 patch_embed = OverlapPatchEmbed(in_channels, dims[0], a['patch_size'],
@@ -83,18 +97,13 @@ class LITv2(PyramidBackbone):
             else:
                 patch_embed = DeformableTokenMerging(dims[i - 1], dims[i],
                                                      norm_cfg=merge_norm_cfg)
-            blocks = [
-                TokenBlock(
-                    dims[i],
-                    HiLoAttention(dims[i], a['num_heads'][i], a['local_ws'][i],
-                                  a['alpha'], a['qkv_bias']) if a['has_msa'][i] else None,
-                    ConvFFN(dims[i], int(dims[i] * a['mlp_ratio'])),
-                    drop_path=dpr[i][j], norm_cfg=_LN)
-                for j in range(depth)
-            ]
-            norm = build_norm_layer(_LN, dims[i])[1] if i or norm_first_output else None
-            stages.append(PyramidStage(patch_embed, blocks, norm))
-        self.stages = nn.ModuleList(stages)
+            mixer = dict(type='HiLoAttention', window_size=a['local_ws'][i],
+                         alpha=a['alpha'], qkv_bias=a['qkv_bias']) if a['has_msa'][i] else None
+            specs.append(StageSpec(
+                dims[i], depth, patch_embed, mixer, dict(type='ConvFFN'), a['mlp_ratio'],
+                num_heads=a['num_heads'][i], drop_path=dpr[i], norm_cfg=_LN,
+                out_norm_cfg=_LN if i or norm_first_output else None))
+        self.build_stages(specs)
 
     def _check_heads(self, dims: list[int]) -> None:
         a = self.arch
@@ -121,10 +130,3 @@ class LITv2(PyramidBackbone):
             for m in self.modules():
                 if isinstance(m, BiasedDeformConv2d):
                     m.init_offset()
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        h, w = x.shape[-2:]
-        if min(h, w) < self.min_input_size:
-            raise ValueError(f'LITv2: input {h}x{w} is too small; each side needs at '
-                             f'least {self.min_input_size} px')
-        return super().forward(x)

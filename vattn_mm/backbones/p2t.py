@@ -2,26 +2,58 @@
 (Wu et al., TPAMI 2022, arXiv:2106.12011)."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Union
+import re
+from typing import Any, Mapping, Sequence, Union
 
-import torch
 from mmengine.registry import MODELS
-from torch import nn
 
-from ..checkpoint import P2T_CONVERTER
-from ..layers import (ConvFFN, OverlapPatchEmbed, PyramidPoolingAttention, TokenBlock,
-                      make_pool_convs, tokens_to_map)
-from .base import PyramidBackbone, PyramidStage, dense_output, drop_path_schedule
+from ..layers import P2T_POOL_RATIOS
+from .keymap import KeyMap
+from .loading import FamilyConverter, StateDict
+from .token_pyramid import TokenPyramid
 
 _S = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8], mlp_ratios=[8, 8, 4, 4])
+_POINTWISE_FFN = re.compile(r'\.mlp\.fc[12]\.weight$')
 
-#: the official pooling ratios, hard-coded for every released variant
-P2T_POOL_RATIOS = ((12, 16, 20, 24), (6, 8, 10, 12), (3, 4, 5, 6), (1, 2, 3, 4))
+
+def squeeze_pointwise_convs(sd: StateDict, model_sd: StateDict, notes: list) -> StateDict:
+    """Turn 1x1-conv weights ``(out, in, 1, 1)`` into the ``(out, in)``
+    weights of the equivalent ``nn.Linear`` where the model has a Linear."""
+    out, count = {}, 0
+    for key, value in sd.items():
+        target = model_sd.get(key)
+        if (target is not None and value.dim() == 4 and target.dim() == 2
+                and value.shape[2:] == (1, 1) and value.shape[:2] == target.shape):
+            value = value.flatten(1)
+            count += 1
+        out[key] = value
+    if count:
+        notes.append(f'Reshaped {count} 1x1-conv FFN weights (official IRB fc1/fc2) '
+                     'to the equivalent linear weights.')
+    return out
+
+
+
+
+def unsqueeze_pointwise_convs(sd: StateDict, official_shapes: Mapping[str, Sequence[int]],
+                              notes: list) -> StateDict:
+    """Inverse of :func:`squeeze_pointwise_convs` on official keys: the IRB
+    ``mlp.fc1`` / ``mlp.fc2`` weights become 1x1-conv weights again."""
+    out, count = {}, 0
+    for key, value in sd.items():
+        if _POINTWISE_FFN.search(key) and value.dim() == 2:
+            value = value[:, :, None, None]
+            count += 1
+        out[key] = value
+    if count:
+        notes.append(f'Reshaped {count} linear FFN weights to the official 1x1-conv '
+                     'weights (IRB fc1/fc2).')
+    return out
 
 
 @MODELS.register_module()
-class P2T(PyramidBackbone):
-    """Pyramid Pooling Transformer backbone: overlapping patch embeddings,
+class P2T(TokenPyramid):
+    """Pyramid Pooling Transformer backbone: the :class:`TokenPyramid` with
     pyramid-pooling attention (keys / values from several adaptive average
     poolings of the map, each refined by a depthwise 3x3 conv that all blocks
     of the stage share) and inverted-residual FFNs with Hardswish.  Outputs
@@ -55,45 +87,37 @@ class P2T(PyramidBackbone):
         'large': dict(_S, embed_dims=[64, 128, 320, 640], depths=[3, 8, 27, 3]),
     }
     arch_defaults = dict(qkv_bias=True, pool_ratios=P2T_POOL_RATIOS)
-    arch_ignored = PyramidBackbone.arch_ignored | {'patch_size', 'img_size'}
+    arch_ignored = TokenPyramid.arch_ignored | {'patch_size', 'img_size'}
     per_stage_keys = ('embed_dims', 'num_heads', 'mlp_ratios', 'pool_ratios')
-    converter = P2T_CONVERTER
+    #: official keys (yuhuan-wu/P2T ``p2t.py`` / ``detection/p2t.py``):
+    #: ``patch_embed{s+1}``, ``d_convs{s+1}.{p}`` (the stage's pooling convs),
+    #: ``block{s+1}.{j}`` with ``attn.q.0`` / ``attn.kv.0`` (a Linear inside a
+    #: Sequential), ``mlp.fc1`` / ``mlp.conv`` / ``mlp.fc2`` (``fc1`` / ``fc2``
+    #: are 1x1 convs with 4-D weights) and the classifier ``head``; no output norms
+    converter = FamilyConverter(
+        family='p2t',
+        keymap=KeyMap((
+            ('patch_embed{s+1}.', 'stages.{s}.patch_embed.'),
+            ('d_convs{s+1}.', 'stages.{s}.pool_convs.'),
+            ('block{s+1}.', 'stages.{s}.blocks.'),
+            ('.attn.q.0.', '.attn.q.'),
+            ('.attn.kv.0.', '.attn.kv.'),
+            ('.mlp.conv.', '.ffn.dwconv.'),
+            ('.mlp.', '.ffn.'),
+        )),
+        classification_only=(r'^head\.', ),
+        adapt=squeeze_pointwise_convs,
+        adapt_back=unsqueeze_pointwise_convs,
+    )
 
     def __init__(self, arch: Union[str, Mapping[str, Any]] = 'small',
                  in_channels: int = 3, drop_path_rate: float = 0.1, **kwargs):
-        super().__init__(arch, **kwargs)
-        a = self.arch
-        dims = a['embed_dims']
-        dpr = drop_path_schedule(a['depths'], drop_path_rate)
-        stages = []
-        for i, depth in enumerate(a['depths']):
-            if i == 0:
-                patch_embed = OverlapPatchEmbed(in_channels, dims[0], kernel_size=7, stride=4)
-            else:
-                patch_embed = OverlapPatchEmbed(dims[i - 1], dims[i], kernel_size=3, stride=2)
-            hswish = dict(type='HSwish')
-            blocks = [
-                TokenBlock(
-                    dims[i],
-                    PyramidPoolingAttention(dims[i], a['num_heads'][i], a['pool_ratios'][i],
-                                            qkv_bias=a['qkv_bias']),
-                    ConvFFN(dims[i], int(dims[i] * a['mlp_ratios'][i]),
-                            act_cfg=hswish, pre_act_cfg=hswish),
-                    drop_path=dpr[i][j])
-                for j in range(depth)
-            ]
-            stages.append(PyramidStage(
-                patch_embed, blocks,
-                pool_convs=make_pool_convs(dims[i], len(a['pool_ratios'][i]))))
-        self.stages = nn.ModuleList(stages)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Returns the NCHW stage maps of ``out_indices`` (strides 4/8/16/32)."""
-        outs = []
-        for i, stage in enumerate(self.stages):
-            tokens, hw = stage.patch_embed(x)
-            tokens = self.run_blocks(stage.blocks, tokens, hw, stage.pool_convs)
-            x = tokens_to_map(tokens, hw)
-            if i in self.out_indices:
-                outs.append(dense_output(x))
-        return tuple(outs)
+        a = self.parse_arch(arch)[1]
+        hswish = dict(type='HSwish')
+        super().__init__(
+            arch,
+            mixer=[dict(type='PyramidPoolingAttention', pool_ratios=ratios,
+                        qkv_bias=a['qkv_bias']) for ratios in a['pool_ratios']],
+            ffn=dict(type='ConvFFN', act_cfg=hswish, pre_act_cfg=hswish),
+            out_norm_cfg=None, in_channels=in_channels, drop_path_rate=drop_path_rate,
+            **kwargs)

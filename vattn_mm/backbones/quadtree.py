@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence, Union
 
-import torch
-import torch.nn.functional as F
-from mmcv.cnn import build_norm_layer
 from mmengine.registry import MODELS
-from torch import nn
 
-from ..checkpoint import QUADTREE_CONVERTER
-from ..layers import ConvFFN, OverlapPatchEmbed, QuadtreeAttention, TokenBlock
-from .base import PyramidBackbone, PyramidStage, drop_path_schedule
+from .keymap import KeyMap
+from .loading import FamilyConverter
+from .pvtv2 import PVT_STAGE_RULES
+from .token_pyramid import TokenPyramid
 
 _B = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8],
           mlp_ratios=[8, 8, 4, 4], sr_ratios=[4, 3, 2, 1])
@@ -26,10 +23,10 @@ CLS_VALUE_ACT = 'GELU'
 
 
 @MODELS.register_module()
-class QuadTree(PyramidBackbone):
-    """QuadTree backbone (QuadTree-A / -B): overlapping patch embeddings,
-    quadtree attention, depthwise-conv FFNs; outputs the normalised tokens of
-    each stage, like :class:`PVTv2`.
+class QuadTree(TokenPyramid):
+    """QuadTree backbone (QuadTree-A / -B): the :class:`TokenPyramid` with
+    quadtree attention and depthwise-conv FFNs; outputs the normalised tokens
+    of each stage, like :class:`PVTv2`.
 
     Args:
         arch: ``'b0'`` ... ``'b4'`` or a dict with the official names
@@ -54,7 +51,8 @@ class QuadTree(PyramidBackbone):
     zero-padded at the bottom / right to :attr:`size_multiple` (exactly what
     mmdet's ``pad_size_divisor=32`` does to a normalised batch), and the
     outputs are cropped to ``ceil(side / stride)``, the sizes PVTv2 gives, so
-    every input size works and divisible inputs are untouched.  Top-k values
+    every input size works and divisible inputs are untouched (the generic
+    :class:`TokenPyramid` rule for mixers with a ``size_multiple``).  Top-k values
     larger than a level's candidates (small inputs) are clamped, logged once.
     """
 
@@ -67,59 +65,45 @@ class QuadTree(PyramidBackbone):
     }
     arch_defaults = dict(qkv_bias=True, attn_type='B', topks=DENSE_TOPKS,
                          value_branch_act=DENSE_VALUE_ACT)
-    arch_ignored = PyramidBackbone.arch_ignored | {'patch_size'}
+    arch_ignored = TokenPyramid.arch_ignored | {'patch_size'}
     per_stage_keys = ('embed_dims', 'num_heads', 'mlp_ratios', 'sr_ratios')
-    converter = QUADTREE_CONVERTER
+    #: official keys (Tangshitao/QuadTreeAttention ``classification/quadtree.py``,
+    #: ``detection/quadtree.py``): the PVTv2 tree with the attention's nested
+    #: ``py_att`` module flattened
+    converter = FamilyConverter(
+        family='quadtree',
+        keymap=KeyMap(PVT_STAGE_RULES + (
+            ('.attn.py_att.weight', '.attn.level_logits'),
+            ('.attn.py_att.get_vs.', '.attn.lepe_convs.'),
+            ('.attn.value_branchs.', '.attn.value_downsamples.'),
+        )),
+        classification_only=(r'^head\.', ),
+    )
 
     def __init__(self, arch: Union[str, Mapping[str, Any]] = 'b2',
                  attn_type: Optional[str] = None,
                  topks: Optional[Sequence[int]] = None,
                  value_branch_act: Optional[Union[str, dict]] = None,
                  in_channels: int = 3, drop_path_rate: float = 0.1, **kwargs):
-        super().__init__(arch, **kwargs)
-        a = self.arch
-        for key, value in (('attn_type', attn_type), ('topks', topks),
-                           ('value_branch_act', value_branch_act)):
-            if value is not None:
-                a[key] = value
+        a = self.parse_arch(arch)[1]
+        overrides = {key: value for key, value in (
+            ('attn_type', attn_type), ('topks', topks), ('value_branch_act', value_branch_act))
+            if value is not None}
+        a.update(overrides)
         act = a['value_branch_act'] or DENSE_VALUE_ACT
-        act_cfg = dict(type=act) if isinstance(act, str) else dict(act)
         levels = a['sr_ratios']
         if len(a['topks']) < max(levels):
             raise ValueError(f'QuadTree: topks {list(a["topks"])} has fewer entries '
                              f'than the {max(levels)} quadtree levels (sr_ratios {levels})')
-        dims = a['embed_dims']
-        dpr = drop_path_schedule(a['depths'], drop_path_rate)
-        stages = []
-        for i, depth in enumerate(a['depths']):
-            patch_embed = OverlapPatchEmbed(
-                in_channels if i == 0 else dims[i - 1], dims[i],
-                kernel_size=7 if i == 0 else 3, stride=4 if i == 0 else 2)
-            blocks = [
-                TokenBlock(
-                    dims[i],
-                    QuadtreeAttention(dims[i], a['num_heads'][i], levels[i], topks=a['topks'],
-                                      attn_type=a['attn_type'], qkv_bias=a['qkv_bias'],
-                                      value_act_cfg=act_cfg),
-                    ConvFFN(dims[i], dims[i] * a['mlp_ratios'][i]),
-                    drop_path=dpr[i][j])
-                for j in range(depth)
-            ]
-            norm = build_norm_layer(dict(type='LN', eps=1e-6), dims[i])[1]
-            stages.append(PyramidStage(patch_embed, blocks, norm))
-        self.stages = nn.ModuleList(stages)
-        #: input sides are padded to a multiple of this (32 for the released
-        #: archs: stage ``i`` has stride ``4 * 2**i`` and ``sr_ratios[i]`` levels)
-        self.size_multiple = max(4 * 2**i * 2**(n - 1) for i, n in enumerate(levels))
+        mixers = [dict(type='QuadtreeAttention', num_levels=n, topks=a['topks'],
+                       attn_type=a['attn_type'], qkv_bias=a['qkv_bias'],
+                       value_act_cfg=dict(type=act) if isinstance(act, str) else dict(act))
+                  for n in levels]
+        super().__init__(arch, mixer=mixers, in_channels=in_channels,
+                         drop_path_rate=drop_path_rate, **kwargs)
+        self.arch.update(overrides)
 
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        h, w = x.shape[-2:]
-        pad_h, pad_w = -h % self.size_multiple, -w % self.size_multiple
-        if not (pad_h or pad_w):
-            return super().forward(x)
-        outs = super().forward(F.pad(x, (0, pad_w, 0, pad_h)))
-        crops = []
-        for i, out in zip(self.out_indices, outs):
-            stride = 4 * 2**i
-            crops.append(out[..., :-(-h // stride), :-(-w // stride)])
-        return tuple(crops)
+    @classmethod
+    def imagenet_settings(cls, arch, official_sd=None) -> tuple[dict, dict]:
+        """The ImageNet QuadTree hard-codes top-k 8 and GELU value branches."""
+        return dict(topks=list(CLS_TOPKS), value_branch_act=CLS_VALUE_ACT), {}

@@ -1,9 +1,9 @@
 """Whole-checkpoint conversion between the official layouts and vattn-mm.
 
-:data:`CONVERTERS` maps each family name to a :class:`FamilySpec`: its
-registered backbone, its :class:`FamilyConverter`, how the released ImageNet
-files wrap their state dict, and what the official ImageNet classifier
-computes on top of the backbone (used by :mod:`vattn_mm.checkpoint.export`).
+A family is a registered backbone class with a ``converter``
+(:func:`~vattn_mm.backbones.released_families`); the class carries its
+key map, how the released files wrap their state dict and the ImageNet
+model's settings.
 
 A vattn-mm backbone checkpoint written by :func:`convert_official_file` is
 ``{'state_dict': <our keys>, 'official_only': <official keys the backbone
@@ -17,111 +17,27 @@ import ast
 import io
 import os.path as osp
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import torch
 from torch import nn
 
+from ..backbones import (CheckpointError, CheckpointMismatchError, LoadReport, build_backbone,
+                         extract_state_dict, read_checkpoint, released_families)
+from ..backbones.loading import StateDict
 from ..utils.atomic_io import atomic_write
-from .dilateformer import DILATEFORMER_CONVERTER
-from .focalnet import FOCALNET_CONVERTER
-from .litv2 import LITV2_CONVERTER
-from .loading import (CheckpointError, CheckpointMismatchError, FamilyConverter,
-                      LoadReport, StateDict, extract_state_dict, read_checkpoint)
-from .p2t import P2T_CONVERTER
-from .pvtv2 import PVTV2_CONVERTER
-from .quadtree import QUADTREE_CONVERTER
 
 Arch = Union[str, Mapping[str, Any]]
-#: ``fn(official_sd) -> (arch updates, backbone kwargs)``
-ClassifierSettings = Callable[[Mapping[str, torch.Tensor]], tuple[dict, dict]]
 
 
-def _no_settings(official_sd: Mapping[str, torch.Tensor]) -> tuple[dict, dict]:
-    return {}, {}
-
-
-def _quadtree_settings(official_sd: Mapping[str, torch.Tensor]) -> tuple[dict, dict]:
-    """The ImageNet QuadTree hard-codes top-k 8 and GELU value branches."""
-    from ..backbones.quadtree import CLS_TOPKS, CLS_VALUE_ACT
-    return dict(topks=list(CLS_TOPKS), value_branch_act=CLS_VALUE_ACT), {}
-
-
-def _focalnet_settings(official_sd: Mapping[str, torch.Tensor]) -> tuple[dict, dict]:
-    """The ImageNet FocalNet: the checkpoint's own focal windows (level-0
-    kernel size of each stage) and the classification conv stem (padding 2)."""
-    windows, stage = [], 0
-    while f'layers.{stage}.blocks.0.modulation.focal_layers.0.0.weight' in official_sd:
-        windows.append(official_sd[
-            f'layers.{stage}.blocks.0.modulation.focal_layers.0.0.weight'].shape[-1])
-        stage += 1
-    if not windows:
-        raise CheckpointError('no FocalNet focal kernels (layers.0.blocks.0.modulation.'
-                              'focal_layers.0.0.weight) in the checkpoint')
-    return dict(focal_windows=windows, conv_stem_padding=2), {}
-
-
-def _dilateformer_settings(official_sd: Mapping[str, torch.Tensor]) -> tuple[dict, dict]:
-    """The ImageNet DilateFormer's final norm is LayerNorm(eps=1e-6)."""
-    return {}, dict(out_norm_cfg=dict(type='LN', eps=1e-6))
-
-
-@dataclass(frozen=True)
-class FamilySpec:
-    """One backbone family.
-
-    Attributes:
-        backbone: registered backbone type.
-        converter: official <-> vattn-mm key conversion.
-        official_wrapper: how the released ImageNet files wrap the state
-            dict (``'model'``: ``{'model': sd}``; ``None``: raw).
-        classifier_norm: official prefix of the norm the ImageNet classifier
-            applies to the last stage's tokens before average pooling, when
-            that norm is not already a backbone key (``'norm.'``); it becomes
-            the last stage's output norm.  ``None``: the backbone has it
-            (PVTv2 / QuadTree ``norm4``) or there is none (P2T).
-        classifier_settings: arch updates / backbone kwargs with which our
-            backbone computes the ImageNet model's features.
-    """
-
-    backbone: str
-    converter: FamilyConverter
-    official_wrapper: Optional[str] = None
-    classifier_norm: Optional[str] = None
-    classifier_settings: ClassifierSettings = field(default=_no_settings)
-
-
-#: family name -> spec.  Every official ImageNet classifier is
-#: ``head(mean_tokens(final_norm(last stage tokens)))``.
-CONVERTERS: dict[str, FamilySpec] = {
-    'pvtv2': FamilySpec('PVTv2', PVTV2_CONVERTER),
-    'p2t': FamilySpec('P2T', P2T_CONVERTER),
-    'quadtree': FamilySpec('QuadTree', QUADTREE_CONVERTER,
-                           classifier_settings=_quadtree_settings),
-    'litv2': FamilySpec('LITv2', LITV2_CONVERTER, 'model', 'norm.'),
-    'dilateformer': FamilySpec('DilateFormer', DILATEFORMER_CONVERTER, 'model', 'norm.',
-                               _dilateformer_settings),
-    'focalnet': FamilySpec('FocalNet', FOCALNET_CONVERTER, 'model', 'norm.',
-                           _focalnet_settings),
-}
-
-
-def get_converter(family: str) -> FamilySpec:
-    """The :class:`FamilySpec` of ``family`` (case-insensitive)."""
-    spec = CONVERTERS.get(family.lower())
-    if spec is None:
-        raise ValueError(f'unknown family {family!r}; choose one of {sorted(CONVERTERS)}')
-    return spec
-
-
-def family_of_backbone(backbone_type: str) -> str:
-    """The family name of a registered backbone type (``'PVTv2'`` -> ``'pvtv2'``)."""
-    for name, spec in CONVERTERS.items():
-        if spec.backbone == backbone_type:
-            return name
-    raise ValueError(f'backbone type {backbone_type!r} is not a vattn-mm backbone '
-                     f'({sorted(s.backbone for s in CONVERTERS.values())})')
+def get_family(family: str) -> type:
+    """The backbone class of a family with official releases (case-insensitive)."""
+    families = released_families()
+    cls = families.get(family.lower())
+    if cls is None:
+        raise ValueError(f'unknown family {family!r}; choose one of {sorted(families)}')
+    return cls
 
 
 def parse_arch_arg(text: str) -> Arch:
@@ -138,13 +54,6 @@ def parse_arch_arg(text: str) -> Arch:
     if not isinstance(arch, dict):
         raise ValueError(f'--arch {text!r} is not a dict')
     return arch
-
-
-def build_backbone(family: str, arch: Arch, device: str = 'meta', **kwargs) -> nn.Module:
-    """The family's registered backbone, built without weights on ``device``."""
-    from mmengine.registry import MODELS
-    with torch.device(device):
-        return MODELS.build(dict(type=get_converter(family).backbone, arch=arch, **kwargs))
 
 
 def _describe(model: nn.Module) -> str:
@@ -186,8 +95,8 @@ def match_backbone(sd: Mapping[str, torch.Tensor], family: str, arch: Arch,
         CheckpointMismatchError: naming the missing / unexpected / mis-shaped
             keys when ``sd`` does not fit that backbone.
     """
-    model = build_backbone(family, arch, **backbone_kwargs)
-    ours, report = get_converter(family).converter.match(dict(sd), model.state_dict())
+    model = build_backbone(family, arch, device='meta', **backbone_kwargs)
+    ours, report = type(model).checkpoint_converter().match(dict(sd), model.state_dict())
     if not report.ok or not report.loaded:
         raise CheckpointMismatchError(
             f'the checkpoint does not fit {_describe(model)} (read as '
@@ -204,9 +113,8 @@ def official_to_vattn(sd: Mapping[str, torch.Tensor], family: str, arch: Arch,
                       **backbone_kwargs) -> OfficialConversion:
     """Convert an official state dict for ``family`` / ``arch`` (see
     :func:`match_backbone` for the errors)."""
-    spec = get_converter(family)
     ours, report = match_backbone(sd, family, arch, True, **backbone_kwargs)
-    to_official = spec.converter.keymap.to_official
+    to_official = get_family(family).converter.keymap.to_official
     shapes = {to_official(k): list(sd[to_official(k)].shape) for k in report.loaded
               if to_official(k) in sd and sd[to_official(k)].shape != ours[k].shape}
     return OfficialConversion(
@@ -223,14 +131,14 @@ def vattn_to_official(sd: Mapping[str, torch.Tensor], family: str,
 
     Returns the official state dict and notes on what changed.
     """
-    spec = get_converter(family)
+    converter = get_family(family).converter
     foreign = [k for k in sd if not k.startswith('stages.')]
     if foreign:
         raise CheckpointError(
             f'not a vattn-mm backbone state dict: keys {foreign[:5]} do not start with '
             "'stages.' (an official checkpoint needs no conversion to official)")
     notes: list[str] = []
-    dense = [k for k in sd if any(re.search(p, k) for p in spec.converter.dense_only)]
+    dense = [k for k in sd if any(re.search(p, k) for p in converter.dense_only)]
     if drop_dense_only and dense:
         sd = {k: v for k, v in sd.items() if k not in dense}
         notes.append(f'Dropped {len(dense)} dense-only tensors (no official ImageNet '
@@ -239,7 +147,7 @@ def vattn_to_official(sd: Mapping[str, torch.Tensor], family: str,
         notes.append(f'Kept {len(dense)} dense-only tensors that official ImageNet code '
                      f'does not have (use --drop-dense-only to drop them): '
                      f'{", ".join(dense[:8])}{" ..." if len(dense) > 8 else ""}')
-    official = spec.converter.ours_to_official(sd, official_shapes, notes)
+    official = converter.ours_to_official(sd, official_shapes, notes)
     clash = sorted(official.keys() & (official_only or {}).keys())
     if clash:
         raise CheckpointError(f'official-only keys clash with converted keys: {clash[:5]}')
@@ -319,6 +227,6 @@ def convert_to_official_file(src: str, out: str, family: Optional[str] = None,
         match_backbone(sd, family, arch, official=False)
     official, notes = vattn_to_official(sd, family, meta.get('official_shapes'),
                                         obj.get('official_only'), drop_dense_only)
-    wrapper = meta.get('official_wrapper', get_converter(family).official_wrapper)
+    wrapper = meta.get('official_wrapper', get_family(family).official_wrapper)
     save_checkpoint(official if wrapper is None else {wrapper: official}, out, src, overwrite)
     return notes

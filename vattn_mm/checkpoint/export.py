@@ -24,9 +24,11 @@ from typing import Any, Iterable, Optional
 import torch
 from torch import nn
 
-from .convert import (Arch, build_backbone, check_output, family_of_backbone,
-                      get_converter, match_backbone, official_to_vattn, save_checkpoint, save_text)
-from .loading import CheckpointError, StateDict, extract_state_dict, read_checkpoint
+from ..backbones import (CheckpointError, backbone_class, build_backbone, extract_state_dict,
+                         read_checkpoint)
+from ..backbones.loading import StateDict
+from .convert import (Arch, check_output, get_family, match_backbone, official_to_vattn,
+                      save_checkpoint, save_text)
 
 CLS_BASES = ('mmpretrain::_base_/datasets/imagenet_bs64_swin_224.py',
              'mmpretrain::_base_/default_runtime.py')
@@ -47,11 +49,6 @@ class ClassifierExport:
     #: backbone parameters the classifier never uses (DDP then needs
     #: ``find_unused_parameters=True``)
     unused: list[str] = field(default_factory=list)
-
-
-def last_stage_channels(backbone: nn.Module) -> int:
-    """Channels of the last stage (its blocks' ``norm2`` width)."""
-    return backbone.stages[-1].blocks[-1].norm2.normalized_shape[-1]
 
 
 def classifier_model(backbone_cfg: dict, in_channels: int, num_classes: int) -> dict:
@@ -109,7 +106,7 @@ def complete_state_dict(model_cfg: dict, sd: StateDict, fill: set[str],
 def unused_output_norms(family: str, backbone_keys: Iterable[str], last: int) -> list[str]:
     """Dense-only output norms of the stages before ``last``: computed by the
     backbone but not part of the classifier's output."""
-    patterns = get_converter(family).converter.dense_only
+    patterns = backbone_class(family).checkpoint_converter().dense_only
     return sorted(f'backbone.{k}' for k in backbone_keys if not k.startswith(f'stages.{last}.')
                   and any(re.search(p, k) for p in patterns))
 
@@ -124,20 +121,19 @@ def export_official(src: str, family: str, arch: Arch,
                     num_classes: Optional[int] = None) -> ClassifierExport:
     """An official ImageNet checkpoint -> classifier computing the official
     logits (backbone in the classification settings of ``family``)."""
-    spec = get_converter(family)
+    cls = get_family(family)
     sd = extract_state_dict(read_checkpoint(src))
-    arch_updates, kwargs = spec.classifier_settings(sd)
+    arch_updates, kwargs = cls.imagenet_settings(arch, sd)
     if arch_updates:
-        from mmengine.registry import MODELS
-        arch = {**MODELS.get(spec.backbone).parse_arch(arch)[1], **arch_updates}
-    backbone = build_backbone(family, arch, **kwargs)
+        arch = {**cls.parse_arch(arch)[1], **arch_updates}
+    backbone = build_backbone(family, arch, device='meta', **kwargs)
     last = backbone.num_stages - 1
     conv = official_to_vattn(sd, family, arch, **kwargs)
     extra = dict(conv.official_only)
     weights = {f'backbone.{k}': v for k, v in conv.state_dict.items()}
-    if spec.classifier_norm is not None:
+    if cls.classifier_norm is not None:
         for name in ('weight', 'bias'):
-            key = spec.classifier_norm + name
+            key = cls.classifier_norm + name
             if key not in extra:
                 raise CheckpointError(f'{src!r} has no classifier norm {key!r}')
             weights[f'backbone.stages.{last}.norm.{name}'] = extra.pop(key)
@@ -152,8 +148,8 @@ def export_official(src: str, family: str, arch: Arch,
         raise CheckpointError(f'{src!r}: official keys with no place in the classifier: '
                               f'{sorted(extra)[:12]}')
     model = classifier_model(
-        dict(type=spec.backbone, arch=arch, out_indices=(last, ), **kwargs),
-        last_stage_channels(backbone), num_classes or 1000)
+        dict(type=cls.__name__, arch=arch, out_indices=(last, ), **kwargs),
+        backbone.out_channels[-1], num_classes or 1000)
     fill = {f'backbone.{k}' for k in conv.dense_only}
     return ClassifierExport(model, num_classes or 1000,
                             complete_state_dict(model, weights, fill, has_head),
@@ -171,16 +167,16 @@ def export_trained(src: str, config: str, num_classes: int = 1000) -> Classifier
         raise ValueError(f'{config!r} has no model.backbone')
     backbone_cfg = {k: v for k, v in backbone_cfg.to_dict().items()
                     if k not in _DENSE_ONLY_ARGS}
-    family = family_of_backbone(backbone_cfg['type'])
+    family = backbone_class(backbone_cfg['type']).family()
     backbone_cfg = {**_backbone_defaults(backbone_cfg['type']), **backbone_cfg}
     kwargs = {k: v for k, v in backbone_cfg.items() if k not in ('type', 'arch', 'out_indices')}
-    backbone = build_backbone(family, backbone_cfg['arch'], **kwargs)
+    backbone = build_backbone(family, backbone_cfg['arch'], device='meta', **kwargs)
     last = backbone.num_stages - 1
     backbone_cfg['out_indices'] = (last, )
     sd = extract_state_dict(read_checkpoint(src), prefix='backbone.')
     ours, report = match_backbone(sd, family, backbone_cfg['arch'], False, **kwargs)
     weights = {f'backbone.{k}': ours[k] for k in report.loaded}
-    model = classifier_model(backbone_cfg, last_stage_channels(backbone), num_classes)
+    model = classifier_model(backbone_cfg, backbone.out_channels[-1], num_classes)
     fill = {f'backbone.{k}' for k in report.dense_only}
     return ClassifierExport(model, num_classes,
                             complete_state_dict(model, weights, fill, has_head=False),

@@ -1,6 +1,9 @@
-"""Reusable layers: patch embeddings / stems, token mixers, FFNs, blocks."""
+"""Reusable layers: patch embeddings / stems, token mixers, position modules,
+FFNs, blocks, and the builders that make them from configs."""
 from .attention import SpatialReductionAttention, merge_heads, split_heads
 from .block import LayerScale, TokenBlock, residual_add
+from .builder import (MIXERS, build_layer, build_mixer, build_position, build_shared,
+                      register_mixer, registered_class)
 from .conv import DepthwiseConv2d, TokenMapConv2d, is_token_map
 from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
 from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
@@ -8,18 +11,21 @@ from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
 from .ffn import MLP, ConvFFN
 from .focal_modulation import FocalModulation
 from .hilo import HiLoAttention
-from .patch_embed import (ConvStem, OverlapPatchEmbed, map_to_tokens,
+from .patch_embed import (ConvStem, NonOverlapPatchEmbed, OverlapPatchEmbed, map_to_tokens,
                           tokens_to_map)
+from .pooling_attention import (P2T_POOL_RATIOS, PyramidPoolingAttention, make_pool_convs,
+                                pooled_size)
+from .position import ConvPosEnc
 from .quadtree_attention import QuadtreeAttention, coarse_to_fine_attention
-from .pooling_attention import PyramidPoolingAttention, make_pool_convs, pooled_size
 
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
-    'TokenBlock', 'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map', 'ConvFFN', 'ConvStem',
-    'OverlapPatchEmbed', 'map_to_tokens', 'tokens_to_map',
-    'QuadtreeAttention', 'coarse_to_fine_attention',
-    'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',
-    'FocalModulation',
-    'HiLoAttention', 'BiasedDeformConv2d', 'DeformableTokenMerging',
-    'MLP', 'GlobalSelfAttention', 'MultiScaleDilatedAttention', 'dilated_local_attention',
+    'TokenBlock', 'MIXERS', 'build_layer', 'build_mixer', 'build_position', 'build_shared',
+    'register_mixer', 'registered_class', 'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map',
+    'ConvFFN', 'ConvStem', 'NonOverlapPatchEmbed', 'OverlapPatchEmbed', 'map_to_tokens',
+    'tokens_to_map', 'QuadtreeAttention', 'coarse_to_fine_attention',
+    'P2T_POOL_RATIOS', 'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',
+    'ConvPosEnc', 'FocalModulation', 'HiLoAttention', 'BiasedDeformConv2d',
+    'DeformableTokenMerging', 'MLP', 'GlobalSelfAttention', 'MultiScaleDilatedAttention',
+    'dilated_local_attention',
 ]

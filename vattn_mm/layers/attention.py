@@ -4,9 +4,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
-from mmengine.registry import MODELS
 from torch import nn
 
+from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
@@ -23,7 +23,7 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.transpose(1, 2).reshape(b, n, h * d)
 
 
-@MODELS.register_module()
+@register_mixer
 class SpatialReductionAttention(nn.Module):
     """Multi-head attention whose keys and values come from a spatially
     reduced copy of the map (PVT, arXiv:2102.12122; PVTv2, arXiv:2106.13797).
@@ -34,6 +34,11 @@ class SpatialReductionAttention(nn.Module):
     so the cost is linear in the number of tokens.  Attention runs through
     :func:`torch.nn.functional.scaled_dot_product_attention`.
     """
+
+    @staticmethod
+    def stage_defaults(stage: int) -> dict:
+        """PVT / PVTv2's reduction ratios 8, 4, 2, 1 for strides 4 ... 32."""
+        return dict(sr_ratio=(8, 4, 2, 1)[min(stage, 3)])
 
     def __init__(self, embed_dims: int, num_heads: int, sr_ratio: int = 1,
                  linear: bool = False, pool_size: int = 7, qkv_bias: bool = True,

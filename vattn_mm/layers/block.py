@@ -25,6 +25,9 @@ class LayerScale(nn.Module):
 class TokenBlock(nn.Module):
     """``x + drop_path(ls1(mixer(norm1(x)))) -> x + drop_path(ls2(ffn(norm2(x))))``.
 
+    ``position`` (optional, stored as ``pos_embed``): a position module whose
+    term is added first, ``x + pos_embed(x)`` (DilateFormer's per-block CPE).
+
     ``mixer`` and ``ffn`` are called as ``module(tokens, (H, W))``; extra
     positional arguments of the block go to the mixer (P2T's pooling convs).
     A block without a token mixer (``mixer=None``) is just the FFN half, as in
@@ -33,15 +36,19 @@ class TokenBlock(nn.Module):
     (``x + drop_path(ls1(norm1(mixer(x))))``, FocalNet-L/XL/H ``use_postln``).
 
     ``inplace=True`` (only without autograd, for an input nobody else reads
-    afterwards, as :meth:`PyramidBackbone.run_blocks` passes it in inference)
+    afterwards, as :meth:`PyramidBackbone.run_stage` passes it in inference)
     adds the residuals into ``x`` itself: one map less alive per block.
     """
 
     def __init__(self, embed_dims: int, mixer: Optional[nn.Module], ffn: nn.Module,
                  drop_path: float = 0., norm_cfg: dict = dict(type='LN', eps=1e-6),
-                 layer_scale: Optional[float] = None, post_norm: bool = False):
+                 layer_scale: Optional[float] = None, post_norm: bool = False,
+                 position: Optional[nn.Module] = None):
         super().__init__()
         self.post_norm = post_norm
+        if position is not None:
+            self.pos_embed = position
+        self.has_position = position is not None
         if mixer is not None:
             self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
             self.attn = mixer
@@ -57,6 +64,8 @@ class TokenBlock(nn.Module):
     def forward(self, x: torch.Tensor, hw: Size, *mixer_args, inplace: bool = False
                 ) -> torch.Tensor:
         add = residual_add(inplace)
+        if self.has_position:
+            x = add(x, self.pos_embed(x, hw))
         if self.has_mixer:
             x = add(x, self.drop_path(self.ls1(
                 self._branch(self.attn, self.norm1, x, hw, *mixer_args))))

@@ -81,7 +81,7 @@ class DeformableTokenMerging(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 2,
                  norm_cfg: dict = dict(type='BN'), act_cfg: dict = dict(type='GELU')):
         super().__init__()
-        self.kernel_size = kernel_size
+        self.kernel_size = self.stride = kernel_size
         self.dconv = BiasedDeformConv2d(in_channels, out_channels, kernel_size,
                                         stride=kernel_size)
         self.norm = build_norm_layer(norm_cfg, out_channels)[1]

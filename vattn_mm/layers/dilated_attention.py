@@ -16,10 +16,10 @@ from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from mmengine.registry import MODELS
 from torch import nn
 
 from .attention import merge_heads, split_heads
+from .builder import register_mixer
 from .patch_embed import Size
 
 
@@ -73,7 +73,13 @@ def dilated_local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     return out
 
 
-@MODELS.register_module()
+def default_dilations(num_heads: int) -> tuple[int, ...]:
+    """The longest prefix of DilateFormer's dilations ``(1, 2, 3)`` whose
+    length divides ``num_heads``."""
+    return next(d for d in ((1, 2, 3), (1, 2), (1, )) if num_heads % len(d) == 0)
+
+
+@register_mixer
 class MultiScaleDilatedAttention(nn.Module):
     """Multi-scale dilated attention (MSDA) of DilateFormer.
 
@@ -93,7 +99,9 @@ class MultiScaleDilatedAttention(nn.Module):
         embed_dims: channels ``C``.
         num_heads: heads, divisible by ``len(dilation)``.
         kernel_size: odd neighbourhood side.
-        dilation: dilation of each head group.
+        dilation: dilation of each head group; default DilateFormer's
+            ``(1, 2, 3)``, cut to ``(1, 2)`` or ``(1,)`` where ``num_heads`` is
+            not divisible by 3 (2).
         qkv_bias: bias of the ``qkv`` projection.
         qk_scale: logit scale (default ``head_dim ** -0.5``).
         attn_drop / proj_drop: dropout on attention weights / output.
@@ -101,10 +109,12 @@ class MultiScaleDilatedAttention(nn.Module):
     """
 
     def __init__(self, embed_dims: int, num_heads: int, kernel_size: int = 3,
-                 dilation: Sequence[int] = (1, 2, 3), qkv_bias: bool = True,
+                 dilation: Optional[Sequence[int]] = None, qkv_bias: bool = True,
                  qk_scale: Optional[float] = None, attn_drop: float = 0.,
                  proj_drop: float = 0., chunk_tokens: Optional[int] = 16384):
         super().__init__()
+        if dilation is None:
+            dilation = default_dilations(num_heads)
         groups = len(dilation)
         if embed_dims % num_heads or num_heads % groups:
             raise ValueError(
@@ -167,7 +177,7 @@ class MultiScaleDilatedAttention(nn.Module):
             out=out.unflatten(-1, (-1, self.head_dims)))
 
 
-@MODELS.register_module()
+@register_mixer
 class GlobalSelfAttention(nn.Module):
     """Multi-head self-attention over all tokens with one ``qkv`` linear
     (``[3C, C]``, channels ``q | k | v``) through

@@ -13,6 +13,7 @@ from .fused import linear_act
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
+@MODELS.register_module()
 class MLP(nn.Module):
     """``fc1 -> act -> drop -> fc2 -> drop`` over tokens (the ViT FFN); called
     as ``mlp(tokens, hw)`` like the other FFNs, ``hw`` unused.

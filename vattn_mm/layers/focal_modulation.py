@@ -3,14 +3,14 @@ NeurIPS 2022, arXiv:2203.11926)."""
 from __future__ import annotations
 
 import torch
-from mmengine.registry import MODELS
 from torch import nn
 
+from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
-@MODELS.register_module()
+@register_mixer
 class FocalModulation(nn.Module):
     """Focal modulation: ``proj(q * h(sum_l gate_l * ctx_l))``.
 
@@ -24,8 +24,8 @@ class FocalModulation(nn.Module):
 
     Args:
         embed_dims: token channels ``C``.
-        focal_level: number of depthwise context levels ``L``.
-        focal_window: kernel size of the first level (odd).
+        focal_level: number of depthwise context levels ``L`` (FocalNet-srf: 2).
+        focal_window: kernel size of the first level (odd; ImageNet FocalNet: 3).
         focal_factor: kernel growth per level (even, so kernels stay odd).
         normalize_modulator: divide the gated sum by ``L + 1``
             (FocalNet-L fl4).
@@ -36,7 +36,7 @@ class FocalModulation(nn.Module):
     Cost: linear in the number of tokens (depthwise convs, no attention).
     """
 
-    def __init__(self, embed_dims: int, focal_level: int, focal_window: int,
+    def __init__(self, embed_dims: int, focal_level: int = 2, focal_window: int = 3,
                  focal_factor: int = 2, normalize_modulator: bool = False,
                  use_postln_in_modulation: bool = False, proj_drop: float = 0.):
         super().__init__()

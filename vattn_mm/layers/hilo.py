@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from mmengine.registry import MODELS
 from torch import nn
 
 from .attention import merge_heads, split_heads
+from .builder import register_mixer
 from .patch_embed import Size
 
 
-@MODELS.register_module()
+@register_mixer
 class HiLoAttention(nn.Module):
     """Multi-head attention whose heads are split by frequency.
 
@@ -39,6 +39,12 @@ class HiLoAttention(nn.Module):
         qkv_bias: bias of the query / key / value projections.
         attn_drop: dropout on the attention weights (training only).
     """
+
+    @staticmethod
+    def stage_defaults(stage: int) -> dict:
+        """LITv2's settings: ``alpha`` 0.9, windows of 2 up to stride 16 and
+        plain attention (window 1) at stride 32."""
+        return dict(window_size=(2, 2, 2, 1)[min(stage, 3)], alpha=0.9)
 
     def __init__(self, embed_dims: int, num_heads: int, window_size: int = 2,
                  alpha: float = 0.5, qkv_bias: bool = True, attn_drop: float = 0.):

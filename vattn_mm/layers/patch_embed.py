@@ -2,6 +2,7 @@
 map) into a token sequence plus its spatial size."""
 from __future__ import annotations
 
+import math
 from typing import Optional, Sequence
 
 import torch
@@ -31,7 +32,8 @@ def map_to_tokens(x: torch.Tensor) -> tuple[torch.Tensor, Size]:
 @MODELS.register_module()
 class OverlapPatchEmbed(nn.Module):
     """Strided convolution with overlapping windows, then a norm over channels
-    (PVTv2, Wang et al. 2022, arXiv:2106.13797).
+    (PVTv2, Wang et al. 2022, arXiv:2106.13797).  The kernel defaults to
+    ``2 * stride - 1`` (PVTv2: 7x7 stride 4, then 3x3 stride 2).
 
     The output size is read from the convolution, so any input size works:
     ``H_out = floor((H + 2 * padding - kernel_size) / stride) + 1``.
@@ -40,12 +42,14 @@ class OverlapPatchEmbed(nn.Module):
     a side ``s`` then gives ``ceil(s / stride)`` tokens.
     """
 
-    def __init__(self, in_channels: int, embed_dims: int, kernel_size: int,
-                 stride: int, padding: Optional[int] = None,
+    def __init__(self, in_channels: int, embed_dims: int, kernel_size: Optional[int] = None,
+                 stride: int = 4, padding: Optional[int] = None,
                  norm_cfg: Optional[dict] = dict(type='LN', eps=1e-5),
                  pad_to_multiple: Optional[int] = None):
         super().__init__()
+        kernel_size = 2 * stride - 1 if kernel_size is None else kernel_size
         padding = kernel_size // 2 if padding is None else padding
+        self.stride = stride
         self.pad_to_multiple = pad_to_multiple
         self.proj = TokenMapConv2d(in_channels, embed_dims, kernel_size, stride, padding)
         self.norm = build_norm_layer(norm_cfg, embed_dims)[1] if norm_cfg else nn.Identity()
@@ -58,6 +62,18 @@ class OverlapPatchEmbed(nn.Module):
                 x = F.pad(x, (0, pad_w, 0, pad_h))
         x, hw = map_to_tokens(self.proj(x))
         return self.norm(x), hw
+
+
+@MODELS.register_module()
+class NonOverlapPatchEmbed(OverlapPatchEmbed):
+    """Non-overlapping ``stride`` x ``stride`` patches (ViT / Swin): the input
+    is zero-padded right / bottom to a multiple of ``stride``, so a side
+    ``s`` gives ``ceil(s / stride)`` tokens; then a norm over channels."""
+
+    def __init__(self, in_channels: int, embed_dims: int, stride: int = 4,
+                 norm_cfg: Optional[dict] = dict(type='LN', eps=1e-5)):
+        super().__init__(in_channels, embed_dims, stride, stride, 0, norm_cfg,
+                         pad_to_multiple=stride)
 
 
 @MODELS.register_module()
@@ -92,6 +108,7 @@ class ConvStem(nn.Module):
                        build_activation_layer(act_cfg)]
             channels = dims
         layers.append(nn.Conv2d(channels, embed_dims, 1))
+        self.stride = math.prod(strides)
         self.convs = nn.Sequential(*layers)
         self.norm = build_norm_layer(out_norm_cfg, embed_dims)[1] if out_norm_cfg else nn.Identity()
 

@@ -7,12 +7,16 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
-from mmengine.registry import MODELS
 from torch import nn
 
 from .attention import merge_heads, split_heads
+from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, tokens_to_map
+
+
+#: the official pooling ratios of every released P2T, one tuple per stage
+P2T_POOL_RATIOS = ((12, 16, 20, 24), (6, 8, 10, 12), (3, 4, 5, 6), (1, 2, 3, 4))
 
 
 def pooled_size(hw: Size, ratio: float) -> Size:
@@ -35,7 +39,7 @@ def make_pool_convs(embed_dims: int, num_pools: int) -> nn.ModuleList:
         for _ in range(num_pools))
 
 
-@MODELS.register_module()
+@register_mixer
 class PyramidPoolingAttention(nn.Module):
     """Multi-head attention whose keys and values come from a pyramid of
     adaptive average poolings of the map.
@@ -48,8 +52,9 @@ class PyramidPoolingAttention(nn.Module):
     :func:`torch.nn.functional.scaled_dot_product_attention`, so the cost is
     ``N x sum(pooled tokens)``, not ``N x N``.
 
-    The pooling convs belong to the stage (all its blocks share them) and
-    are passed to :meth:`forward`, so they are stored once.
+    The pooling convs belong to the stage (all its blocks share them:
+    :meth:`build_shared`, stored as the stage's ``pool_convs``) and are
+    passed to :meth:`forward`, so they are stored once.
 
     Args:
         embed_dims: token channels.
@@ -59,6 +64,18 @@ class PyramidPoolingAttention(nn.Module):
         qkv_bias: bias on the query / key-value projections.
         norm_cfg: norm over the pooled tokens.
     """
+
+    shared_name = 'pool_convs'
+
+    @staticmethod
+    def stage_defaults(stage: int) -> dict:
+        """P2T's pooling ratios of stage ``stage`` (:data:`P2T_POOL_RATIOS`)."""
+        return dict(pool_ratios=P2T_POOL_RATIOS[min(stage, 3)])
+
+    @staticmethod
+    def build_shared(embed_dims: int, pool_ratios: Sequence[float], **_) -> nn.ModuleList:
+        """The stage's pooling convs (:func:`make_pool_convs`)."""
+        return make_pool_convs(embed_dims, len(pool_ratios))
 
     def __init__(self, embed_dims: int, num_heads: int, pool_ratios: Sequence[float],
                  qkv_bias: bool = True, norm_cfg: dict = dict(type='LN', eps=1e-5)):

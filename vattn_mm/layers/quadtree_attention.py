@@ -23,11 +23,11 @@ import torch
 import torch.nn.functional as F
 from mmcv.cnn import build_activation_layer
 from mmengine.logging import print_log
-from mmengine.registry import MODELS
 from torch import nn
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
+from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
@@ -306,7 +306,7 @@ def upsample_tokens(x: torch.Tensor, hw: Size) -> torch.Tensor:
     return x.reshape(g, 4 * h * w, d)
 
 
-@MODELS.register_module()
+@register_mixer
 class QuadtreeAttention(nn.Module):
     """Multi-head QuadTree attention over ``num_levels`` pyramid levels
     (official ``QuadtreeAttention`` + ``QTAttA`` / ``QTAttB``).
@@ -334,6 +334,11 @@ class QuadtreeAttention(nn.Module):
     discrete), whatever the input dtype; projections and value branches
     follow autocast.  The message is cast back to the input dtype.
     """
+
+    @staticmethod
+    def stage_defaults(stage: int) -> dict:
+        """QuadTree-B's levels 4, 3, 2, 1 for strides 4 ... 32 (official ``sr_ratios``)."""
+        return dict(num_levels=(4, 3, 2, 1)[min(stage, 3)])
 
     def __init__(self, embed_dims: int, num_heads: int, num_levels: int,
                  topks: Sequence[int] = (32, 32, 32, 32), attn_type: str = 'B',

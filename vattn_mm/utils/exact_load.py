@@ -22,7 +22,7 @@ class ExactCheckpointHook(Hook):
     priority = 'VERY_HIGH'
 
     def after_load_checkpoint(self, runner, checkpoint: Mapping) -> None:
-        from ..checkpoint.loading import CheckpointMismatchError, LoadReport
+        from ..backbones.loading import CheckpointMismatchError, LoadReport
         sd = checkpoint.get('state_dict', checkpoint)
         sd = {k.removeprefix('module.'): v for k, v in sd.items()}
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model

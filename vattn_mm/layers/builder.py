@@ -1,0 +1,131 @@
+"""Building the parts of a pyramid stage from configs.
+
+A **token mixer** is a registered module called as ``mixer(tokens, (H, W))``
+that returns tokens of the same shape.  The stage builder fills in what it
+knows (``embed_dims``, ``num_heads`` where the mixer takes it) and the
+mixer's own defaults for the stage (``stage_defaults``), so
+``dict(type='HiLoAttention')`` is a complete config.  Optional class
+attributes a mixer may define:
+
+* ``stage_defaults(stage) -> dict``: hyper-parameters the mixer's paper uses
+  in stage ``stage`` (0 = stride 4) of a four-stage pyramid, e.g. the
+  spatial-reduction ratios 8/4/2/1; a config's own values win.
+* ``build_shared(embed_dims, **cfg) -> nn.Module`` and ``shared_name``: a
+  module every block of the stage shares (P2T's pooling convs); the stage
+  owns it under ``shared_name`` and passes it to each mixer call.
+* ``size_multiple`` (property): what the sides of the map the mixer gets
+  must be divisible by; the backbone pads its input accordingly.
+
+A **position module** (e.g. :class:`~vattn_mm.layers.ConvPosEnc`) returns a
+positional term added to the tokens, before every block (``where='block'``)
+or once after the stage's first block (``where='after_first_block'``).
+"""
+from __future__ import annotations
+
+import copy
+import inspect
+from typing import Any, Mapping, Optional, Union
+
+from mmengine.registry import MODELS
+from torch import nn
+
+Cfg = Mapping[str, Any]
+POSITION_PLACES = ('block', 'after_first_block')
+#: every token mixer registered with :func:`register_mixer`, by name
+MIXERS: dict[str, type] = {}
+
+
+def register_mixer(cls: type) -> type:
+    """Class decorator: register a token mixer in MMEngine's ``MODELS`` and
+    list it among the mixers (what the tests and the zoo iterate over)."""
+    MODELS.register_module(module=cls)
+    MIXERS[cls.__name__] = cls
+    return cls
+
+
+def registered_class(cfg: Cfg, role: str) -> type:
+    """The class named by ``cfg['type']`` (a registered name or a class).
+
+    Names are looked up in MMEngine's root ``MODELS`` registry first, where
+    vattn-mm registers its layers, so a same-named module of a downstream
+    scope (mmdet, mmseg) never replaces them.
+    """
+    if not isinstance(cfg, Mapping) or 'type' not in cfg:
+        raise TypeError(f'{role} config must be a dict with a "type", got {cfg!r}')
+    kind = cfg['type']
+    if isinstance(kind, type):
+        return kind
+    cls = MODELS.get(kind)
+    if cls is None:
+        known = f' (vattn-mm mixers: {sorted(MIXERS)})' if role == 'mixer' else ''
+        raise KeyError(f'{role} type {kind!r} is not registered{known}')
+    return cls
+
+
+def _accepts(cls: type, name: str) -> bool:
+    params = inspect.signature(cls.__init__).parameters
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def mixer_kwargs(cfg: Cfg, embed_dims: int, num_heads: Optional[int], stage: int) -> dict:
+    """Constructor arguments of the mixer ``cfg`` in stage ``stage``: the
+    mixer's stage defaults, then the config, with ``embed_dims`` and (if the
+    mixer takes it) ``num_heads`` filled in."""
+    cls = registered_class(cfg, 'mixer')
+    defaults = cls.stage_defaults(stage) if hasattr(cls, 'stage_defaults') else {}
+    kwargs = {**defaults, **{k: copy.deepcopy(v) for k, v in cfg.items() if k != 'type'}}
+    kwargs['embed_dims'] = embed_dims
+    if num_heads is not None and 'num_heads' not in kwargs and _accepts(cls, 'num_heads'):
+        kwargs['num_heads'] = num_heads
+    return kwargs
+
+
+def build_mixer(cfg: Cfg, embed_dims: int, num_heads: Optional[int] = None,
+                stage: int = 0) -> nn.Module:
+    """A token mixer from its config (see the module docstring)."""
+    cls = registered_class(cfg, 'mixer')
+    return cls(**mixer_kwargs(cfg, embed_dims, num_heads, stage))
+
+
+def build_shared(cfg: Cfg, embed_dims: int, num_heads: Optional[int] = None,
+                 stage: int = 0) -> Optional[tuple[str, nn.Module]]:
+    """``(name, module)`` the blocks of a stage with mixer ``cfg`` share, or None."""
+    cls = registered_class(cfg, 'mixer')
+    if not hasattr(cls, 'build_shared'):
+        return None
+    return cls.shared_name, cls.build_shared(**mixer_kwargs(cfg, embed_dims, num_heads, stage))
+
+
+def build_layer(cfg: Cfg, role: str, **filled: Any) -> nn.Module:
+    """A registered layer (FFN, patch embedding, stem) from ``cfg`` with the
+    arguments the skeleton knows (``filled``) added where the config does
+    not set them."""
+    cls = registered_class(cfg, role)
+    kwargs = {k: copy.deepcopy(v) for k, v in cfg.items() if k != 'type'}
+    for key, value in filled.items():
+        kwargs.setdefault(key, value)
+    return cls(**kwargs)
+
+
+def build_position(cfg: Optional[Cfg], embed_dims: int) -> tuple[Optional[str], Optional[Cfg]]:
+    """``(where, layer config)`` of a position-module config (None: none)."""
+    if cfg is None:
+        return None, None
+    cls = registered_class(cfg, 'position module')
+    cfg = dict(cfg)
+    where = cfg.pop('where', getattr(cls, 'default_where', 'block'))
+    if where not in POSITION_PLACES:
+        raise ValueError(f'position module {cfg["type"]!r}: where={where!r}, expected one '
+                         f'of {POSITION_PLACES}')
+    return where, dict(cfg, embed_dims=embed_dims)
+
+
+def as_stage_list(value: Union[Cfg, None, list, tuple], num_stages: int, name: str) -> list:
+    """One entry per stage: a single value is used for every stage, a list
+    must have one entry per stage."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != num_stages:
+            raise ValueError(f'{name} has {len(value)} entries but there are {num_stages} '
+                             'stages; give one config for all stages or one per stage')
+        return list(value)
+    return [value] * num_stages
