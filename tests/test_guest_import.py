@@ -201,7 +201,7 @@ def mmdet_train_py() -> Path:
 def upstream_train(work: Path, root: Path, iters: int, *extra: str) -> subprocess.CompletedProcess:
     """mmdet's tools/train.py on the detection demo: no validation, a
     checkpoint every iteration, one kept."""
-    opts = data_options(root, str(DET_DEMO)) + [
+    opts = [o for o in data_options(root, str(DET_DEMO)) if o.startswith('train_')] + [
         f'train_cfg.max_iters={iters}', 'val_cfg=None', 'val_dataloader=None',
         'val_evaluator=None', 'default_hooks.checkpoint.interval=1',
         'default_hooks.checkpoint.max_keep_ckpts=1', 'default_hooks.logger.interval=1',

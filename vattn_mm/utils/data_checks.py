@@ -44,8 +44,9 @@ def describe_empty(dataset: Any) -> str:
 
 
 def check_not_empty(dataset: Any) -> None:
-    """Raise :class:`EmptyDatasetError` if ``dataset`` has no sample."""
-    if len(dataset) == 0:
+    """Raise :class:`EmptyDatasetError` if ``dataset`` has no sample
+    (datasets without a length, e.g. iterable ones, pass)."""
+    if hasattr(dataset, '__len__') and len(dataset) == 0:
         raise EmptyDatasetError(describe_empty(dataset))
 
 
