@@ -16,7 +16,7 @@ from mmengine.config import Config
 from test_training import ROOT, data_options, free_port, without_module_list
 
 from vattn_mm.datasets import make_demo_dataset
-from vattn_mm.utils import EmptyDatasetError, ImageLoadError, float32_mmcv_ops
+from vattn_mm.utils import TRUST_ENV, EmptyDatasetError, ImageLoadError, float32_mmcv_ops
 from vattn_mm.utils.atomic_io import TMP_PREFIX
 from vattn_mm.utils.launch import RUNTIME_FRAGMENT, use_protections
 from vattn_mm.utils.safe_load import plain_message_hub, restore_message_hub
@@ -76,7 +76,7 @@ def changed(before, after):
 
 
 objs, regs, tabs = objects(), registries(), tables()
-import vattn_mm  # noqa: E402,F401
+import vattn_mm  # noqa: E402
 regs_after, tabs_after = registries(), tables()
 report = {'objects': changed(objs, objects())}
 report.update({f'registry {k}': changed(v, regs_after.get(k, {})) for k, v in regs.items()})
@@ -85,6 +85,7 @@ report.update({k: changed(v, tabs_after[k]) for k, v in tabs.items()})
 for key in ('torch safe globals', 'file backend prefixes', 'checkpoint schemes'):
     report[key] += sorted(set(tabs_after[key]) - set(tabs[key]))
 print('REPORT ' + json.dumps({k: v for k, v in report.items() if v}))
+print('IMPORTED ' + json.dumps(vattn_mm.__file__))
 print('NEW_RUNNERS ' + json.dumps(sorted(set(regs_after['mmengine.runner'])
                                          - set(regs['mmengine.runner']))))
 '''
@@ -95,7 +96,8 @@ def test_import_changes_nothing_that_exists():
                           env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=300)
     assert proc.returncode == 0, without_module_list(proc.stderr)[-5000:]
     lines = dict(line.split(' ', 1) for line in proc.stdout.splitlines()
-                 if line.startswith(('REPORT ', 'NEW_RUNNERS ')))
+                 if line.startswith(('REPORT ', 'IMPORTED ', 'NEW_RUNNERS ')))
+    assert json.loads(lines['IMPORTED']).startswith(str(ROOT)), lines['IMPORTED']
     report = json.loads(lines['REPORT'])
     assert not report, 'import vattn_mm changed what exists:\n' + json.dumps(report, indent=1)
     assert json.loads(lines['NEW_RUNNERS']) == ['SafeRunner']  # registering still happens
@@ -151,7 +153,8 @@ def test_checkpoint_message_hub_loads_without_an_allow_list(tmp_path):
     with pytest.raises(pickle.UnpicklingError, match='HistoryBuffer'):
         torch.load(tmp_path / 'mmengine.pth', weights_only=True)
     torch.save({'message_hub': plain_message_hub(hub.state_dict())}, tmp_path / 'plain.pth')
-    state = restore_message_hub(torch.load(tmp_path / 'plain.pth', weights_only=True)['message_hub'])
+    loaded = torch.load(tmp_path / 'plain.pth', weights_only=True)
+    state = restore_message_hub(loaded['message_hub'])
     resumed = MessageHub.get_instance('test_plain_hub_resumed')
     resumed.load_state_dict(state)
     loss = resumed.get_scalar('train/loss')
@@ -179,7 +182,8 @@ def test_safe_runner_dataloaders_name_empty_datasets_and_undecodable_images(tmp_
     (tmp_path / 'images/training/a.jpg').write_bytes(b'')
     (tmp_path / 'annotations/training/a.png').write_bytes(b'')
     dataset = SafeRunner.build_dataloader(loader).dataset
-    with pytest.raises(ImageLoadError, match=f"failed to load image '{tmp_path}/images/training/a.jpg'"):
+    image = tmp_path / 'images/training/a.jpg'
+    with pytest.raises(ImageLoadError, match=f"failed to load image '{image}'"):
         dataset[0]
     with pytest.raises(Exception) as plain:  # an untouched LoadImageFromFile, elsewhere
         Runner.build_dataloader(loader).dataset[0]
@@ -208,7 +212,7 @@ def upstream_train(work: Path, root: Path, iters: int, *extra: str) -> subproces
         'train_dataloader.batch_size=2', 'train_dataloader.num_workers=0',
         'train_dataloader.persistent_workers=False']
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='2', PORT=str(free_port()))
-    env.pop('VATTN_TRUSTED_CHECKPOINTS', None)
+    env.pop(TRUST_ENV, None)
     return subprocess.run([sys.executable, str(mmdet_train_py()), str(DET_DEMO), '--work-dir',
                            str(work), *extra, '--cfg-options', *opts],
                           cwd=work.parent, env=env, capture_output=True, text=True, timeout=600)
@@ -247,6 +251,6 @@ def test_mmdet_train_py_trains_resumes_and_refuses_untrusted_pickles(tmp_path):
     torch.save(dict(ckpt, extra=Payload(str(marker))), payload)
     refused = upstream_train(tmp_path / 'refused', root, 3, '--resume', str(payload))
     assert refused.returncode != 0
-    assert 'UntrustedCheckpointError' in refused.stderr and '--trust-checkpoint' in refused.stderr, \
-        without_module_list(refused.stderr)[-3000:]
+    error = without_module_list(refused.stderr)
+    assert 'UntrustedCheckpointError' in error and '--trust-checkpoint' in error, error[-3000:]
     assert not marker.exists(), 'an untrusted checkpoint ran code'

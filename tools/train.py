@@ -22,8 +22,8 @@ from mmengine.runner import Runner  # noqa: E402
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 
 from vattn_mm.utils import trust_checkpoint  # noqa: E402
-from vattn_mm.utils.launch import (distributed_teardown, load_config, setup_distributed,  # noqa: E402
-                                   use_protections)
+from vattn_mm.utils.launch import (distributed_teardown, load_config,  # noqa: E402
+                                   setup_distributed, use_protections)
 
 
 def parse_args() -> argparse.Namespace:
