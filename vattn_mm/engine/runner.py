@@ -44,6 +44,7 @@ class SafeRunner(Runner):
     def register_hooks(self, default_hooks: Optional[Dict[str, Union[Hook, dict]]] = None,
                        custom_hooks: Optional[List[Union[Hook, dict]]] = None) -> None:
         default_hooks = dict(default_hooks or {})
+        # mmengine's own default when the config names no checkpoint hook
         checkpoint = default_hooks.get('checkpoint', dict(type='CheckpointHook', interval=1))
         if checkpoint is not None and _hook_type(checkpoint) in ('CheckpointHook', CheckpointHook):
             default_hooks['checkpoint'] = dict(checkpoint, type=CrashSafeCheckpointHook)
