@@ -1,7 +1,8 @@
 """Mixed precision on the CPU: every backbone runs forward and backward under
 bfloat16 and float16 autocast with finite outputs and gradients close to
 float32, and so do the demo Mask R-CNN and UperNet (mmcv's nms / RoIAlign run
-in float32 there, see vattn_mm/utils/amp.py).  AmpOptimWrapper itself needs a
+in float32 there inside ``float32_mmcv_ops()``, what ``float32_mmcv_ops = True``
+makes SafeRunner open; see vattn_mm/utils/amp.py).  AmpOptimWrapper itself needs a
 GPU; it wraps the same autocast around the same model."""
 import importlib
 
@@ -14,7 +15,7 @@ from .test_configs import _det_batch, _seg_batch
 from .test_training import DET_DEMO, ROOT, SEG_DEMO
 from torch import nn
 
-from vattn_mm.utils import float32_unless_native
+from vattn_mm.utils import float32_mmcv_ops, float32_unless_native
 
 DTYPES = [torch.bfloat16, torch.float16]
 #: max |bf16 - fp32| / max |fp32| of the backbone outputs (8 mantissa bits);
@@ -49,6 +50,7 @@ def test_backbone_forward_backward_under_bf16_autocast(name):
 
 
 @pytest.mark.parametrize('dtype', DTYPES, ids=str)
+@float32_mmcv_ops()
 def test_detection_ops_fall_back_to_float32(dtype):
     import mmcv.ops
     from mmcv.ops import RoIAlign, batched_nms
@@ -88,6 +90,7 @@ def _build(config, scope: str):
 
 @pytest.mark.parametrize('config, scope', [(DET_DEMO, 'mmdet'), (SEG_DEMO, 'mmseg')],
                          ids=['maskrcnn', 'upernet'])
+@float32_mmcv_ops()
 def test_demo_models_train_and_predict_under_bf16_autocast(config, scope):
     model = _build(config, scope).train()
     batch = _det_batch(4, with_mask=True) if scope == 'mmdet' else _seg_batch(5)

@@ -23,13 +23,14 @@ import torch
 from .backbone_cases import CASES, build_micro
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
-from mmengine.runner.checkpoint import _load_checkpoint
 from .test_training import ROOT
 
 from vattn_mm.backbones import P2T, PVTv2
 from vattn_mm.checkpoint import CheckpointError, CheckpointMismatchError
 from vattn_mm.datasets import CLASSES, make_demo_dataset
-from vattn_mm.utils import EmptyDatasetError, ImageLoadError, UnreadableCheckpointError
+from vattn_mm.engine import NameImageErrors
+from vattn_mm.utils import (EmptyDatasetError, ImageLoadError, UnreadableCheckpointError,
+                            build_dataset, load_runner_checkpoint)
 
 DET_DEMO = ROOT / 'configs/demo/pvtv2_b0_maskrcnn_demo.py'
 SEG_DEMO = ROOT / 'configs/demo/pvtv2_b0_upernet_demo.py'
@@ -101,25 +102,26 @@ def test_corrupt_image_names_the_file(name, tmp_path):
     path = tmp_path / 'broken.jpg'
     path.write_bytes(CORRUPT[name])
     with pytest.raises(ImageLoadError, match=f"failed to load image '{path}'"):
-        LoadImageFromFile()(dict(img_path=str(path)))
+        NameImageErrors(LoadImageFromFile())(dict(img_path=str(path)))
 
 
 def test_missing_image_file_names_the_file(tmp_path):
     from mmcv.transforms import LoadImageFromFile
     with pytest.raises(FileNotFoundError, match='missing.jpg'):
-        LoadImageFromFile()(dict(img_path=str(tmp_path / 'missing.jpg')))
+        NameImageErrors(LoadImageFromFile())(dict(img_path=str(tmp_path / 'missing.jpg')))
 
 
 # ------------------------------------------------------ COCO annotations
 def coco_dataset(root, coco: dict, tmp_path, test_mode: bool = False, pipeline=()):
-    """The demo's CocoDataset on an edited copy of the training annotations."""
-    from mmdet.datasets import CocoDataset
+    """The demo's CocoDataset on an edited copy of the training annotations,
+    built as SafeRunner builds it."""
     init_default_scope('mmdet')
     ann = tmp_path / 'instances.json'
     ann.write_text(json.dumps(coco))
-    return CocoDataset(data_root=f'{root}/coco/', ann_file=str(ann), data_prefix=dict(img='train/'),
-                       metainfo=dict(classes=CLASSES), test_mode=test_mode,
-                       filter_cfg=dict(filter_empty_gt=True, min_size=8), pipeline=list(pipeline))
+    return build_dataset(dict(
+        type='CocoDataset', data_root=f'{root}/coco/', ann_file=str(ann),
+        data_prefix=dict(img='train/'), metainfo=dict(classes=CLASSES), test_mode=test_mode,
+        filter_cfg=dict(filter_empty_gt=True, min_size=8), pipeline=list(pipeline)))
 
 
 @pytest.fixture
@@ -182,14 +184,14 @@ def test_box_outside_or_degenerate_is_dropped(bbox, demo, coco, tmp_path):
 def test_empty_image_folder(serialize, tmp_path):
     """Without the check: 'need at least one array to concatenate', or (not
     serialized) an InfiniteSampler that loops forever looking for a sample."""
-    from mmseg.datasets import BaseSegDataset
+    init_default_scope('mmseg')
     for sub in ('images/training', 'annotations/training'):
         (tmp_path / sub).mkdir(parents=True)
     with pytest.raises(EmptyDatasetError, match='BaseSegDataset has no samples'):
-        BaseSegDataset(data_root=str(tmp_path), img_suffix='.jpg', seg_map_suffix='.png',
-                       serialize_data=serialize,
-                       data_prefix=dict(img_path='images/training',
-                                        seg_map_path='annotations/training'))
+        build_dataset(dict(type='BaseSegDataset', data_root=str(tmp_path), img_suffix='.jpg',
+                           seg_map_suffix='.png', serialize_data=serialize,
+                           data_prefix=dict(img_path='images/training',
+                                            seg_map_path='annotations/training')))
 
 
 def test_missing_data_root_names_the_path():
@@ -243,7 +245,7 @@ def test_truncated_pretrained_checkpoint(truncated):
 
 def test_truncated_checkpoint_on_resume_or_load_from(truncated):
     with pytest.raises(UnreadableCheckpointError, match=f'{truncated}.*truncated or corrupt'):
-        _load_checkpoint(str(truncated))
+        load_runner_checkpoint(str(truncated))
 
 
 def test_evaluating_a_checkpoint_of_another_variant_fails_and_keeps_results(demo, tmp_path):

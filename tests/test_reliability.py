@@ -27,8 +27,9 @@ from .test_training import ROOT, free_port, without_module_list
 
 from vattn_mm.datasets import make_demo_dataset
 from vattn_mm.utils.atomic_io import TMP_PREFIX
-from vattn_mm.utils import (TRUST_ENV, CrashSafeCheckpointHook, UntrustedCheckpointError,
-                            atomic_write, load_checkpoint_file, trust_checkpoint)
+from vattn_mm.engine import CrashSafeCheckpointHook
+from vattn_mm.utils import (TRUST_ENV, UntrustedCheckpointError, atomic_write, load_checkpoint_file,
+                            load_runner_checkpoint, trust_checkpoint)
 
 SEG_DEMO = ROOT / 'configs/demo/pvtv2_b0_upernet_demo.py'
 ITERS = 3
@@ -59,7 +60,7 @@ def tiny_seg_config(directory: Path, data_root: Path, flip_prob: float,
     path = directory / 'tiny_seg.py'
     path.write_text(f"""
 _base_ = ['{SEG_DEMO}']
-custom_imports = dict(imports=['vattn_mm', 'fault_hooks'], allow_failed_imports=False)
+custom_imports = dict(imports=['vattn_mm', 'tests.fault_hooks'], allow_failed_imports=False)
 custom_hooks = [dict(type='FaultInjectionHook')]
 model = dict(
     data_preprocessor=dict(size=(64, 64)),
@@ -85,7 +86,7 @@ param_scheduler = []
 
 
 def tool_env(**extra: str) -> dict:
-    env = dict(os.environ, PYTHONPATH=f'{ROOT}{os.pathsep}{ROOT / "tests"}',
+    env = dict(os.environ, PYTHONPATH=str(ROOT),
                OMP_NUM_THREADS='1', PORT=str(free_port()))
     env.pop('VATTN_TEST_FAULT', None)
     env.update(extra)
@@ -334,11 +335,10 @@ class Payload:
 
 
 def test_untrusted_checkpoint_refused_until_trusted(tmp_path, monkeypatch):
-    from mmengine.runner.checkpoint import _load_checkpoint
     monkeypatch.delenv(TRUST_ENV, raising=False)
     custom = tmp_path / 'custom.pth'
     torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': CustomMeta()}, custom)
-    for load in (load_checkpoint_file, _load_checkpoint):  # ours and mmengine's (resume, test)
+    for load in (load_checkpoint_file, load_runner_checkpoint):  # pretrained; SafeRunner's
         with pytest.raises(UntrustedCheckpointError,
                            match=rf'needs test_reliability.CustomMeta.*--trust-checkpoint '
                                  rf'{custom}.*{TRUST_ENV}={custom}'):
@@ -347,15 +347,15 @@ def test_untrusted_checkpoint_refused_until_trusted(tmp_path, monkeypatch):
     payload = tmp_path / 'payload.pth'
     torch.save({'state_dict': {'w': torch.ones(2)}, 'extra': Payload(str(marker))}, payload)
     with pytest.raises(UntrustedCheckpointError, match='can run arbitrary code'):
-        _load_checkpoint(str(payload))
+        load_runner_checkpoint(str(payload))
     assert not marker.exists(), 'a refused file ran code'
     monkeypatch.setenv(TRUST_ENV, str(payload))  # trust is per file
     with pytest.raises(UntrustedCheckpointError):
-        _load_checkpoint(str(custom))
+        load_runner_checkpoint(str(custom))
     trust_checkpoint(str(custom))  # what --trust-checkpoint does: adds one file
     assert os.environ[TRUST_ENV] == f'{payload}{os.pathsep}{custom}'
     with pytest.raises(FileNotFoundError, match='--trust-checkpoint: no such file'):
         trust_checkpoint(str(tmp_path / 'missing.pth'))
-    assert isinstance(_load_checkpoint(str(custom))['meta'], CustomMeta)
-    assert torch.equal(_load_checkpoint(str(payload))['state_dict']['w'], torch.ones(2))
+    assert isinstance(load_runner_checkpoint(str(custom))['meta'], CustomMeta)
+    assert torch.equal(load_runner_checkpoint(str(payload))['state_dict']['w'], torch.ones(2))
     assert marker.exists(), 'a trusted file is unpickled in full'

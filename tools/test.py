@@ -5,7 +5,8 @@
 
 The checkpoint must fit the config's model exactly (a checkpoint of another
 family or variant is an error, not an evaluation of random weights).  The
-metrics are printed and written to <work_dir>/test_metrics.json.
+metrics are printed and written to <work_dir>/test_metrics.json.  vattn-mm's
+protections are on as in tools/train.py.
 """
 import argparse
 import json
@@ -15,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import vattn_mm  # noqa: E402,F401  (registers backbones, safe checkpoint loading)
+import vattn_mm  # noqa: E402,F401  (registers the backbones, SafeRunner and its hooks)
 from mmengine.config import DictAction  # noqa: E402
 from mmengine.dist import is_main_process  # noqa: E402
 from mmengine.registry import RUNNERS  # noqa: E402
@@ -24,7 +25,8 @@ from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E40
 
 from vattn_mm.utils import trust_checkpoint  # noqa: E402
 from vattn_mm.utils.launch import (distributed_teardown, enable_visualization,  # noqa: E402
-                                   load_config, require_exact_checkpoint, setup_distributed)
+                                   load_config, require_exact_checkpoint, setup_distributed,
+                                   use_protections)
 
 
 def _json_value(value):
@@ -61,6 +63,7 @@ def main() -> None:
     if args.trust_checkpoint:
         trust_checkpoint(args.checkpoint)
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
+    use_protections(cfg)
     cfg.load_from = args.checkpoint
     require_exact_checkpoint(cfg)
     if args.show_dir:

@@ -5,7 +5,9 @@
                                  [--trust-checkpoint FILE] [--cfg-options k=v ...]
                                  [--launcher pytorch]
 
-Checkpoints are written atomically; ``--resume`` continues from the last one.
+vattn-mm's protections (docs/reliability.md) are on: a config that does not
+inherit configs/_base_/vattn_runtime.py gets the entries it lacks.  Checkpoints
+are written atomically; ``--resume`` continues from the last one.
 """
 import argparse
 import os
@@ -13,14 +15,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import vattn_mm  # noqa: E402,F401  (registers backbones, safe checkpoint loading)
+import vattn_mm  # noqa: E402,F401  (registers the backbones, SafeRunner and its hooks)
 from mmengine.config import DictAction  # noqa: E402
 from mmengine.registry import RUNNERS  # noqa: E402
 from mmengine.runner import Runner  # noqa: E402
 from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
 
 from vattn_mm.utils import trust_checkpoint  # noqa: E402
-from vattn_mm.utils.launch import distributed_teardown, load_config, setup_distributed  # noqa: E402
+from vattn_mm.utils.launch import (distributed_teardown, load_config,  # noqa: E402
+                                   setup_distributed, use_protections)
 
 
 def parse_args() -> argparse.Namespace:
@@ -53,6 +56,7 @@ def main() -> None:
     for path in args.trust_checkpoint:
         trust_checkpoint(path)
     cfg = load_config(args.config, args.cfg_options, args.work_dir, args.launcher)
+    use_protections(cfg)
     if args.amp or args.amp_dtype:
         cfg.optim_wrapper.type = 'AmpOptimWrapper'
         cfg.optim_wrapper.setdefault('loss_scale', 'dynamic')

@@ -1,17 +1,12 @@
 """vattn-mm: efficient-attention pyramid backbones for OpenMMLab 2.x.
 
-Importing the package registers every backbone and layer in MMEngine's root
+Importing the package (``custom_imports=['vattn_mm']``) registers new names
+and changes nothing that exists: every backbone and layer in MMEngine's root
 ``MODELS`` registry, which mmdet, mmseg and mmpretrain all inherit from, and
-allow-lists the types OpenMMLab checkpoints hold for safe ``torch.load``
-(anything else only for files trusted explicitly), makes mmengine's
-checkpoint writes atomic and empty datasets fail clearly
-(:func:`vattn_mm.utils.harden_mmengine`).
+the runner, hooks, transform and file backend of :mod:`vattn_mm.engine` that
+configs name to switch vattn-mm's protections on (docs/reliability.md).
 """
-from .utils import harden_mmengine
 from .version import __version__
+from . import backbones, checkpoint, engine, layers  # noqa: F401  (registration)
 
-harden_mmengine()
-
-from . import backbones, checkpoint, layers  # noqa: E402,F401  (registration)
-
-__all__ = ['__version__', 'backbones', 'checkpoint', 'layers']
+__all__ = ['__version__', 'backbones', 'checkpoint', 'engine', 'layers']

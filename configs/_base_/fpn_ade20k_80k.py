@@ -7,8 +7,8 @@ _base_ = [
     'mmseg::_base_/datasets/ade20k.py',
     'mmseg::_base_/schedules/schedule_80k.py',
     'mmseg::_base_/default_runtime.py',
+    './vattn_runtime.py',
 ]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
 
 crop_size = (512, 512)
 model = dict(

@@ -6,8 +6,8 @@ _base_ = [
     'mmdet::_base_/datasets/coco_detection.py',
     'mmdet::_base_/schedules/schedule_1x.py',
     'mmdet::_base_/default_runtime.py',
+    './vattn_runtime.py',
 ]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
 
 optim_wrapper = dict(
     optimizer=dict(_delete_=True, type='AdamW', lr=1e-4, weight_decay=1e-4))

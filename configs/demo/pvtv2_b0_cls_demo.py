@@ -1,8 +1,7 @@
 # ImageClassifier + PVTv2-b0 on the embedded demo shapes: object crops written by
 # tools/make_demo_data.py to data/demo/cls/{train,val}/<class>/*.png (ImageNet folder layout).
 # Trains from scratch on the CPU in a few minutes and reports top-1 accuracy.
-_base_ = ['mmpretrain::_base_/default_runtime.py']
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
+_base_ = ['mmpretrain::_base_/default_runtime.py', '../_base_/vattn_runtime.py']
 
 data_root = 'data/demo/cls'
 image_size = 64

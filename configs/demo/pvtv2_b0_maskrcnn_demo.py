@@ -3,8 +3,8 @@
 _base_ = [
     'mmdet::_base_/models/mask-rcnn_r50_fpn.py',
     'mmdet::_base_/default_runtime.py',
+    '../_base_/vattn_runtime.py',
 ]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
 
 data_root = 'data/demo/coco/'
 metainfo = dict(

@@ -3,8 +3,8 @@
 _base_ = [
     'mmseg::_base_/models/upernet_r50.py',
     'mmseg::_base_/default_runtime.py',
+    '../_base_/vattn_runtime.py',
 ]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
 
 data_root = 'data/demo/ade/'
 metainfo = dict(

@@ -33,9 +33,9 @@ class CheckpointMismatchError(CheckpointError):
 
 
 def read_checkpoint(path: str) -> dict:
-    """Load ``path`` on the CPU with ``weights_only=True`` (the allow-list
-    installed by :mod:`vattn_mm.utils.safe_load` covers OpenMMLab files;
-    anything else only loads for a file trusted explicitly)."""
+    """Load ``path`` on the CPU with ``weights_only=True`` (the allow-list of
+    :mod:`vattn_mm.utils.safe_load` covers OpenMMLab files; anything else only
+    loads for a file trusted explicitly)."""
     try:
         obj = load_checkpoint_file(path)
     except (pickle.UnpicklingError, UnreadableCheckpointError) as err:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import functools
 import importlib
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -54,14 +55,27 @@ def float32_unless_native(fn: Callable) -> Callable:
     return wrapper
 
 
-def use_float32_detection_ops() -> None:
-    """Wrap mmcv's ``nms`` and ``roi_align`` with :func:`float32_unless_native`:
-    in their modules (what ``batched_nms`` and ``RoIAlign`` call) and as
-    re-exported by ``mmcv.ops`` (``from mmcv.ops import nms`` after this)."""
+@contextmanager
+def float32_mmcv_ops() -> Iterator[None]:
+    """Within the block, mmcv's ``nms`` and ``roi_align`` run through
+    :func:`float32_unless_native`; on leaving it they are mmcv's own again.
+
+    mmdet finds these functions by name at call time (``batched_nms`` looks
+    up ``nms`` in ``mmcv.ops.nms``, ``RoIAlign`` calls ``roi_align`` of
+    ``mmcv.ops.roi_align``), so no config entry can hand it other ones: the
+    module attributes are replaced for the duration of the block.  It is
+    process-wide while it lasts; :class:`~vattn_mm.engine.SafeRunner` opens it
+    around a run when the config says ``float32_mmcv_ops = True``.
+    """
     import mmcv.ops
+    originals = []
     for name in ('nms', 'roi_align'):
-        # the module, not the function mmcv.ops re-exports under its name
-        module = importlib.import_module(f'mmcv.ops.{name}')
-        wrapped = float32_unless_native(getattr(module, name))
-        setattr(module, name, wrapped)
-        setattr(mmcv.ops, name, wrapped)
+        module = importlib.import_module(f'mmcv.ops.{name}')  # not mmcv.ops.<name>, the function
+        originals += [(owner, name, getattr(owner, name)) for owner in (module, mmcv.ops)]
+    try:
+        for owner, name, fn in originals:
+            setattr(owner, name, float32_unless_native(fn))
+        yield
+    finally:
+        for owner, name, fn in reversed(originals):
+            setattr(owner, name, fn)

@@ -5,12 +5,12 @@ removes the oldest kept checkpoint *before* saving the new one and writes
 ``last_checkpoint`` in place: a process killed at the wrong moment leaves a
 truncated file where the last good checkpoint was, or no checkpoint at all.
 
-Here every local write through mmengine's file backend goes to a temporary
-file in the same directory, is flushed and fsync'ed, then renamed over the
-target with :func:`os.replace` (atomic on POSIX) and the directory is
-fsync'ed.  The registered ``CheckpointHook`` keeps mmengine's behaviour but
-removes stale checkpoints only after the new one and ``last_checkpoint`` are
-safely on disk.
+:func:`atomic_write` writes to a temporary file in the same directory,
+flushes and fsyncs it, renames it over the target with :func:`os.replace`
+(atomic on POSIX) and fsyncs the directory.  :class:`AtomicLocalBackend` is
+mmengine's local file backend writing that way; it is registered as the file
+backend ``'atomic_local'`` and used by
+:class:`~vattn_mm.engine.CrashSafeCheckpointHook`.
 """
 from __future__ import annotations
 
@@ -18,12 +18,9 @@ import os
 import os.path as osp
 import tempfile
 from pathlib import Path
-from typing import Optional, Union
+from typing import Union
 
-from mmengine.dist import is_main_process
-from mmengine.fileio import LocalBackend, register_backend
-from mmengine.hooks import CheckpointHook
-from mmengine.registry import HOOKS
+from mmengine.fileio import LocalBackend
 
 #: prefix of the temporary files (never matched by ``*.pth`` globs)
 TMP_PREFIX = '.tmp-'
@@ -81,48 +78,3 @@ class AtomicLocalBackend(LocalBackend):
 
     def put_text(self, obj: str, filepath: Union[str, Path], encoding: str = 'utf-8') -> None:
         atomic_write(filepath, obj.encode(encoding))
-
-
-class CrashSafeCheckpointHook(CheckpointHook):
-    """``CheckpointHook`` (same arguments) that never has fewer good
-    checkpoints on disk than it keeps: the new checkpoint and then
-    ``last_checkpoint`` are written atomically before the oldest one goes."""
-
-    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
-        stale = self._rotate(runner, step)
-        ckpt_filename = self.filename_tmpl.format(step)
-        self.last_ckpt = self.file_backend.join_path(self.out_dir, ckpt_filename)
-        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
-        runner.save_checkpoint(
-            self.out_dir, ckpt_filename, self.file_client_args,
-            save_optimizer=self.save_optimizer,
-            save_param_scheduler=self.save_param_scheduler, meta=meta,
-            by_epoch=self.by_epoch, backend_args=self.backend_args, **self.args)
-        if not is_main_process():
-            return
-        atomic_write(osp.join(runner.work_dir, 'last_checkpoint'), str(self.last_ckpt).encode())
-        if stale is not None:
-            if self.file_backend.isfile(stale):
-                self.file_backend.remove(stale)
-            elif self.file_backend.isdir(stale):  # deepspeed checkpoints are folders
-                self.file_backend.rmtree(stale)
-
-    def _rotate(self, runner, step: int) -> Optional[str]:
-        """mmengine's ``max_keep_ckpts`` bookkeeping; returns the checkpoint
-        to remove once the new one is saved (``None`` if none)."""
-        if self.max_keep_ckpts <= 0 or (self.keep_ckpt_ids and self.keep_ckpt_ids[-1] == step):
-            return None
-        stale = None
-        if len(self.keep_ckpt_ids) == self.max_keep_ckpts:
-            stale = self.file_backend.join_path(
-                self.out_dir, self.filename_tmpl.format(self.keep_ckpt_ids.popleft()))
-        self.keep_ckpt_ids.append(step)
-        runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
-        return stale if is_main_process() else None
-
-
-def use_crash_safe_checkpoints() -> None:
-    """Route mmengine's local writes through :class:`AtomicLocalBackend` and
-    make ``type='CheckpointHook'`` build :class:`CrashSafeCheckpointHook`."""
-    register_backend('local', AtomicLocalBackend, force=True, prefixes='')
-    HOOKS.register_module(name='CheckpointHook', module=CrashSafeCheckpointHook, force=True)

@@ -3,19 +3,24 @@
 An annotation file without images, a folder without images, or a filter
 (``filter_empty_gt``, ``min_size``) that removes every sample makes mmengine's
 ``BaseDataset`` fail with ``need at least one array to concatenate`` (or, with
-``serialize_data=False``, an ``InfiniteSampler`` that loops forever).  The
-check below raises an error naming the dataset, its files and its filter.
+``serialize_data=False``, an ``InfiniteSampler`` that loops forever).
+:func:`build_dataset` raises :class:`EmptyDatasetError` instead, naming the
+dataset, its files and its filter.
 
 mmcv's ``LoadImageFromFile`` lets some decoding failures through as bare
 OpenCV / PIL errors (an empty file gives ``!buf.empty() in function
-'imdecode_'``); they are re-raised naming the file.
+'imdecode_'``); :func:`load_naming_file` re-raises them as
+:class:`ImageLoadError` naming the file.
+
+Nothing here changes mmengine or mmcv: :class:`~vattn_mm.engine.SafeRunner`
+builds its datasets with these checks and wraps its image loaders in
+:class:`~vattn_mm.engine.NameImageErrors`.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Iterator, Mapping, Optional
 
-from mmcv.transforms import LoadImageFromFile
-from mmengine.dataset import BaseDataset
+from mmengine.registry import DATASETS
 
 
 class EmptyDatasetError(ValueError):
@@ -26,39 +31,63 @@ class ImageLoadError(ValueError):
     """An image file exists but cannot be decoded."""
 
 
-def describe_empty(dataset: BaseDataset) -> str:
+def describe_empty(dataset: Any) -> str:
     """Why ``dataset`` is empty, with the settings that made it so."""
     name = type(dataset).__name__
     filt = getattr(dataset, 'filter_cfg', None)
-    return (f'{name} has no samples: ann_file={dataset.ann_file!r}, '
-            f'data_root={dataset.data_root!r}, data_prefix={dataset.data_prefix}'
+    return (f'{name} has no samples: ann_file={getattr(dataset, "ann_file", None)!r}, '
+            f'data_root={getattr(dataset, "data_root", None)!r}, '
+            f'data_prefix={getattr(dataset, "data_prefix", None)}'
             + (f', filter_cfg={filt}' if filt else '')
             + '. Check the paths; an annotation file needs images (and, with '
             'filter_empty_gt=True, annotated objects) for the training set.')
 
 
-_serialize = BaseDataset._serialize_data
-_init = BaseDataset.full_init
+def check_not_empty(dataset: Any) -> None:
+    """Raise :class:`EmptyDatasetError` if ``dataset`` has no sample
+    (datasets without a length, e.g. iterable ones, pass)."""
+    if hasattr(dataset, '__len__') and len(dataset) == 0:
+        raise EmptyDatasetError(describe_empty(dataset))
 
 
-def _serialize_nonempty(self: BaseDataset):
-    if not self.data_list:
-        raise EmptyDatasetError(describe_empty(self))
-    return _serialize(self)
+def empty_dataset_error(cfg: Mapping) -> Optional[EmptyDatasetError]:
+    """After building the dataset of ``cfg`` failed: the
+    :class:`EmptyDatasetError` to raise if the dataset is empty, else ``None``.
 
-
-def _full_init_nonempty(self: BaseDataset) -> None:
-    _init(self)
-    if not self.serialize_data and not self.data_list:
-        raise EmptyDatasetError(describe_empty(self))
-
-
-_load_image = LoadImageFromFile.transform
-
-
-def _load_image_naming_file(self: LoadImageFromFile, results: dict) -> Optional[dict]:
+    mmengine serializes a dataset's samples with ``np.concatenate``, which
+    fails on none; the dataset is built once more without serialization to
+    tell an empty dataset from other errors.
+    """
     try:
-        return _load_image(self, results)
+        probe = DATASETS.build(dict(cfg, serialize_data=False))
+        if hasattr(probe, 'full_init'):
+            probe.full_init()
+    except Exception:  # the config fails in another way, the caller's error is the one to show
+        return None
+    return EmptyDatasetError(describe_empty(probe)) if len(probe) == 0 else None
+
+
+def build_dataset(cfg: Mapping) -> Any:
+    """``DATASETS.build(cfg)``, fully initialised, raising
+    :class:`EmptyDatasetError` if it holds no sample."""
+    try:
+        dataset = DATASETS.build(cfg)
+        if hasattr(dataset, 'full_init'):
+            dataset.full_init()
+    except ValueError as err:
+        empty = empty_dataset_error(cfg)
+        if empty is not None:
+            raise empty from err
+        raise
+    check_not_empty(dataset)
+    return dataset
+
+
+def load_naming_file(load: Callable[[dict], Optional[dict]], results: dict) -> Optional[dict]:
+    """``load(results)``, with decoding errors re-raised as
+    :class:`ImageLoadError` naming ``results['img_path']``."""
+    try:
+        return load(results)
     except FileNotFoundError:
         raise
     except Exception as err:  # decoders raise assorted types
@@ -67,9 +96,13 @@ def _load_image_naming_file(self: LoadImageFromFile, results: dict) -> Optional[
                              f'{str(err).strip()}') from err
 
 
-def use_clear_data_errors() -> None:
-    """Make every mmengine dataset raise :class:`EmptyDatasetError` when
-    it ends up empty, and image loading errors name the file."""
-    BaseDataset._serialize_data = _serialize_nonempty
-    BaseDataset.full_init = _full_init_nonempty
-    LoadImageFromFile.transform = _load_image_naming_file
+def leaf_datasets(dataset: Any) -> Iterator[Any]:
+    """The datasets inside mmengine / mmdet dataset wrappers (``dataset``
+    itself if it wraps none)."""
+    inner = getattr(dataset, 'datasets', None) or (
+        [dataset.dataset] if hasattr(dataset, 'dataset') else None)
+    if not inner:
+        yield dataset
+        return
+    for child in inner:
+        yield from leaf_datasets(child)

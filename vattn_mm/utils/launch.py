@@ -9,12 +9,17 @@ import sys
 import threading
 from contextlib import contextmanager
 from datetime import timedelta
+from pathlib import Path
 from typing import Any, Iterator, NoReturn, Optional
 
 import torch
 import torch.distributed as dist
 from mmengine.config import Config, ConfigDict
 from mmengine.logging import print_log
+
+
+#: the config fragment that switches vattn-mm's protections on (docs/reliability.md)
+RUNTIME_FRAGMENT = str(Path(__file__).resolve().parents[2] / 'configs/_base_/vattn_runtime.py')
 
 
 def load_config(path: str, cfg_options: Optional[dict] = None,
@@ -32,6 +37,22 @@ def load_config(path: str, cfg_options: Optional[dict] = None,
         cfg.work_dir = osp.join('work_dirs', osp.splitext(osp.basename(path))[0])
     cfg.launcher = launcher
     return cfg
+
+
+def use_protections(cfg: Config, fragment: str = RUNTIME_FRAGMENT) -> list[str]:
+    """Give ``cfg`` the entries of ``fragment`` it lacks (a config that does not
+    inherit configs/_base_/vattn_runtime.py gets its ``runner_type`` and the
+    rest); returns their names.  Entries the config has, e.g. another
+    ``runner_type``, are kept."""
+    if not osp.isfile(fragment):
+        raise FileNotFoundError(f'runtime config fragment not found: {fragment}')
+    runtime = Config.fromfile(fragment, import_custom_modules=False)
+    added = [key for key in runtime.keys() if key not in cfg]
+    if added:
+        cfg.merge_from_dict({key: runtime[key] for key in added})
+        print_log(f'Entries of {fragment} added to the config: '
+                  + ', '.join(f'{key}={runtime[key]!r}' for key in added), logger='current')
+    return added
 
 
 def replace_sync_bn(node: Any) -> int:
@@ -159,7 +180,7 @@ def enable_visualization(cfg: Config, show_dir: str) -> None:
 
 def require_exact_checkpoint(cfg: Config) -> None:
     """Make ``cfg.load_from`` fail unless it fits the model exactly
-    (:class:`~vattn_mm.utils.exact_load.ExactCheckpointHook`)."""
+    (:class:`~vattn_mm.engine.ExactCheckpointHook`)."""
     hooks = list(cfg.get('custom_hooks', []))
     if not any(h.get('type') == 'ExactCheckpointHook' for h in hooks):
         hooks.append(dict(type='ExactCheckpointHook'))

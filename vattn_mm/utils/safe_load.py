@@ -2,15 +2,20 @@
 
 torch >= 2.6 loads with ``weights_only=True`` by default, which refuses the few
 non-tensor objects mmengine writes into its checkpoints (the message hub's
-``HistoryBuffer`` with numpy arrays).  Instead of turning safe loading off, we
-allow exactly those types; anything else still fails to load.
+``HistoryBuffer`` with numpy arrays) and DeiT-style releases hold
+(``argparse.Namespace``).  Instead of turning safe loading off,
+:func:`load_checkpoint_file` allows exactly those types for the duration of
+one load (:func:`openmmlab_globals_allowed`); anything else still fails.
 
-Every local checkpoint mmengine reads (``load_from``, ``--resume``,
-``tools/test.py``) and every pretrained file goes through
-:func:`load_checkpoint_file`: a file that needs other classes is refused with
-an error naming the way to trust *that one file* explicitly
-(``--trust-checkpoint PATH`` or ``VATTN_TRUSTED_CHECKPOINTS=PATH[:PATH...]``);
-only then is it unpickled in full.
+A file that needs other classes is refused with an error naming the way to
+trust *that one file* explicitly (``--trust-checkpoint PATH`` or
+``VATTN_TRUSTED_CHECKPOINTS=PATH[:PATH...]``); only then is it unpickled in
+full.  :class:`~vattn_mm.engine.SafeRunner` reads ``load_from``, resumed and
+tested checkpoints this way, and pretrained backbone files are read so too.
+
+:func:`plain_message_hub` / :func:`restore_message_hub` turn the message hub
+of a checkpoint into plain lists and back, so that the checkpoints a
+``SafeRunner`` writes load with ``weights_only=True`` and no allow-list.
 """
 from __future__ import annotations
 
@@ -19,7 +24,8 @@ import os
 import os.path as osp
 import pickle
 import re
-from typing import Any, Optional
+from contextlib import contextmanager, nullcontext
+from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
@@ -58,22 +64,15 @@ def openmmlab_safe_globals() -> list:
     return [HistoryBuffer, argparse.Namespace, *_numpy_globals()]
 
 
-def _history_buffer_state(self) -> dict:
-    """``HistoryBuffer.__getstate__`` without the statistics methods.
-
-    mmengine pickles them as ``getattr(HistoryBuffer, 'min')`` etc., which a
-    weights-only load must refuse (``getattr`` would open every allowed object);
-    they are class-level registrations that ``__setstate__`` restores anyway.
-    """
-    return {k: v for k, v in self.__dict__.items() if k != 'statistics_methods'}
-
-
-def allow_openmmlab_checkpoints() -> None:
-    """Add :func:`openmmlab_safe_globals` to torch's weights-only allow-list
-    and make mmengine write message hubs that load under it."""
-    from mmengine.logging import HistoryBuffer
-    HistoryBuffer.__getstate__ = _history_buffer_state
-    torch.serialization.add_safe_globals(openmmlab_safe_globals())
+@contextmanager
+def openmmlab_globals_allowed() -> Iterator[None]:
+    """Allow :func:`openmmlab_safe_globals` for weights-only loads inside the
+    block; torch's allow-list is as before afterwards (globals the user had
+    allowed already stay allowed)."""
+    present = set(torch.serialization.get_safe_globals())
+    with torch.serialization.safe_globals(
+            [g for g in openmmlab_safe_globals() if g not in present]):
+        yield
 
 
 def trusted_checkpoints() -> set[str]:
@@ -108,7 +107,8 @@ def load_checkpoint_file(path: str, map_location: Optional[Any] = 'cpu') -> Any:
         print_log(f'Loading trusted checkpoint {path} with full unpickling '
                   f'(listed in ${TRUST_ENV}).', logger='current')
     try:
-        return torch.load(path, map_location=map_location, weights_only=not trusted)
+        with nullcontext() if trusted else openmmlab_globals_allowed():
+            return torch.load(path, map_location=map_location, weights_only=not trusted)
     except pickle.UnpicklingError as err:
         if trusted:
             raise _unreadable(path, err) from err
@@ -137,13 +137,44 @@ def _unsupported_global(message: str) -> str:
     return f'it needs {found.group(1)}' if found else ''
 
 
-def _mmengine_load_from_local(filename: str, map_location: Optional[Any] = None) -> Any:
-    """mmengine's local checkpoint scheme, through :func:`load_checkpoint_file`."""
+#: ``scheme://`` of the non-local sources mmengine's ``CheckpointLoader`` reads
+URI_SCHEME = re.compile(r'^[A-Za-z][\w+.-]*://')
+
+
+def load_runner_checkpoint(filename: str, map_location: Optional[Any] = 'cpu') -> Any:
+    """A checkpoint for ``load_from`` / resume / test: local files through
+    :func:`load_checkpoint_file`, URLs and mmengine's other schemes
+    (``open-mmlab://``, ``torchvision://``, ...) through mmengine."""
+    if URI_SCHEME.match(filename):
+        from mmengine.runner.checkpoint import _load_checkpoint
+        return _load_checkpoint(filename, map_location=map_location)
     return load_checkpoint_file(filename, map_location)
 
 
-def use_trusted_checkpoint_loader() -> None:
-    """Make mmengine's ``load_checkpoint`` / resume read local files with
-    :func:`load_checkpoint_file`."""
-    from mmengine.runner.checkpoint import CheckpointLoader
-    CheckpointLoader.register_scheme(prefixes='', loader=_mmengine_load_from_local, force=True)
+#: what a ``HistoryBuffer`` becomes in a checkpoint written by :func:`plain_message_hub`
+_PLAIN_BUFFER_KEYS = frozenset({'log_history', 'count_history', 'max_length'})
+
+
+def plain_message_hub(state: dict) -> dict:
+    """A message hub ``state_dict`` with its ``HistoryBuffer`` objects as
+    dicts of lists and numpy scalars as Python numbers (``weights_only``
+    loads them without an allow-list)."""
+    from mmengine.logging import HistoryBuffer
+    scalars = {}
+    for key, value in state['log_scalars'].items():
+        if isinstance(value, HistoryBuffer):
+            logs, counts = value.data
+            value = dict(log_history=logs.tolist(), count_history=counts.tolist(),
+                         max_length=value.max_length)
+        scalars[key] = value
+    info = {k: v.item() if isinstance(v, np.generic) else v
+            for k, v in state['runtime_info'].items()}
+    return dict(state, log_scalars=scalars, runtime_info=info)
+
+
+def restore_message_hub(state: dict) -> dict:
+    """Undo :func:`plain_message_hub` (other entries are kept as they are)."""
+    from mmengine.logging import HistoryBuffer
+    scalars = {k: HistoryBuffer(**v) if isinstance(v, dict) and v.keys() == _PLAIN_BUFFER_KEYS
+               else v for k, v in state['log_scalars'].items()}
+    return dict(state, log_scalars=scalars)

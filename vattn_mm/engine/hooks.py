@@ -1,0 +1,119 @@
+"""Hooks a config names (or :class:`~vattn_mm.engine.SafeRunner` adds):
+crash-safe checkpoint writing, checkpoints that load without an allow-list,
+and exact whole-model loading for evaluation."""
+from __future__ import annotations
+
+import os.path as osp
+from typing import Mapping, Optional
+
+from mmengine.dist import is_main_process
+from mmengine.fileio import register_backend
+from mmengine.hooks import CheckpointHook, Hook
+from mmengine.model import is_model_wrapper
+from mmengine.registry import HOOKS
+
+from ..backbones.loading import CheckpointMismatchError, LoadReport
+from ..utils.atomic_io import AtomicLocalBackend, atomic_write
+from ..utils.safe_load import URI_SCHEME, plain_message_hub, restore_message_hub
+
+#: the file backend (``backend_args=dict(backend=...)``) that writes local files atomically
+ATOMIC_BACKEND = 'atomic_local'
+register_backend(ATOMIC_BACKEND, AtomicLocalBackend)
+
+
+@HOOKS.register_module()
+class CrashSafeCheckpointHook(CheckpointHook):
+    """``CheckpointHook`` (same arguments) that never has fewer good
+    checkpoints on disk than it keeps.
+
+    Local checkpoints are written through the ``'atomic_local'`` file backend
+    (unless ``backend_args`` names another), ``last_checkpoint`` is replaced
+    atomically, and the oldest kept checkpoint is removed only after both.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        local = self.out_dir is None or not URI_SCHEME.match(str(self.out_dir))
+        if self.backend_args is None and self.file_client_args is None and local:
+            self.backend_args = dict(backend=ATOMIC_BACKEND)
+
+    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
+        stale = self._rotate(runner, step)
+        ckpt_filename = self.filename_tmpl.format(step)
+        self.last_ckpt = self.file_backend.join_path(self.out_dir, ckpt_filename)
+        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
+        runner.save_checkpoint(
+            self.out_dir, ckpt_filename, self.file_client_args,
+            save_optimizer=self.save_optimizer,
+            save_param_scheduler=self.save_param_scheduler, meta=meta,
+            by_epoch=self.by_epoch, backend_args=self.backend_args, **self.args)
+        if not is_main_process():
+            return
+        atomic_write(osp.join(runner.work_dir, 'last_checkpoint'), str(self.last_ckpt).encode())
+        if stale is not None:
+            if self.file_backend.isfile(stale):
+                self.file_backend.remove(stale)
+            elif self.file_backend.isdir(stale):  # deepspeed checkpoints are folders
+                self.file_backend.rmtree(stale)
+
+    def _rotate(self, runner, step: int) -> Optional[str]:
+        """mmengine's ``max_keep_ckpts`` bookkeeping; returns the checkpoint
+        to remove once the new one is saved (``None`` if none)."""
+        if self.max_keep_ckpts <= 0 or (self.keep_ckpt_ids and self.keep_ckpt_ids[-1] == step):
+            return None
+        stale = None
+        if len(self.keep_ckpt_ids) == self.max_keep_ckpts:
+            stale = self.file_backend.join_path(
+                self.out_dir, self.filename_tmpl.format(self.keep_ckpt_ids.popleft()))
+        self.keep_ckpt_ids.append(step)
+        runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
+        return stale if is_main_process() else None
+
+
+@HOOKS.register_module()
+class PlainMessageHubHook(Hook):
+    """Write the message hub into checkpoints as plain lists and numbers, so
+    that they load with ``torch.load(weights_only=True)`` and no allow-list
+    (mmengine pickles ``HistoryBuffer`` objects, with numpy arrays and class
+    attributes), and turn it back into ``HistoryBuffer`` objects on resume.
+    A plain mmengine runner resumes such a checkpoint too, without the
+    smoothed log history."""
+
+    priority = 'VERY_LOW'  # after any hook that adds to the checkpoint
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        if 'message_hub' in checkpoint:
+            checkpoint['message_hub'] = plain_message_hub(checkpoint['message_hub'])
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        if 'message_hub' in checkpoint:
+            checkpoint['message_hub'] = restore_message_hub(checkpoint['message_hub'])
+
+
+@HOOKS.register_module()
+class ExactCheckpointHook(Hook):
+    """Raise :class:`~vattn_mm.checkpoint.CheckpointMismatchError` before a
+    loaded whole-model checkpoint that does not fit the model key by key and
+    shape by shape reaches it (mmengine's ``load_from`` loads with
+    ``strict=False``, so a checkpoint of another variant would only log a
+    warning and the test evaluate random weights).  ``tools/test.py`` adds it."""
+
+    priority = 'VERY_HIGH'
+
+    def after_load_checkpoint(self, runner, checkpoint: Mapping) -> None:
+        sd = checkpoint.get('state_dict', checkpoint)
+        sd = {k.removeprefix('module.'): v for k, v in sd.items()}
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        report = LoadReport('whole-model')
+        for key, target in model.state_dict().items():
+            if key not in sd:
+                report.missing.append(key)
+            elif tuple(sd[key].shape) != tuple(target.shape):
+                report.mismatched.append(f'{key} (checkpoint {tuple(sd[key].shape)} vs model '
+                                         f'{tuple(target.shape)})')
+        report.unexpected = [k for k in sd if k not in model.state_dict()]
+        if not report.ok:
+            raise CheckpointMismatchError(
+                f'{runner.cfg.get("load_from")!r} does not fit the model of this config '
+                f'({type(model).__name__}): {report.describe_problems()}. Is it a checkpoint '
+                'of this config (same backbone family, variant and heads)?')

@@ -1,0 +1,99 @@
+"""``runner_type = 'SafeRunner'``: mmengine's Runner with vattn-mm's protections."""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Dict, List, Optional, Union
+
+from mmengine.hooks import CheckpointHook, Hook
+from mmengine.model import is_model_wrapper
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+from mmengine.runner.checkpoint import _load_checkpoint_to_model
+from torch.utils.data import DataLoader
+
+from ..utils.amp import float32_mmcv_ops
+from ..utils.data_checks import check_not_empty, empty_dataset_error
+from ..utils.safe_load import load_runner_checkpoint
+from .hooks import CrashSafeCheckpointHook, PlainMessageHubHook
+from .transforms import name_image_errors
+
+
+def _hook_type(hook: Union[Hook, dict]) -> object:
+    return hook.get('type') if isinstance(hook, dict) else type(hook)
+
+
+@RUNNERS.register_module()
+class SafeRunner(Runner):
+    """mmengine's ``Runner`` (same config) that
+
+    - reads local checkpoints (``load_from``, resume, ``tools/test.py``) with
+      :func:`~vattn_mm.utils.load_checkpoint_file`: weights-only with the
+      OpenMMLab allow-list, full unpickling only for files trusted one by one;
+    - builds mmengine's ``CheckpointHook`` as its crash-safe subclass
+      :class:`~vattn_mm.engine.CrashSafeCheckpointHook` (same arguments) and
+      adds :class:`~vattn_mm.engine.PlainMessageHubHook`, so that the
+      checkpoints it writes are atomic and load without an allow-list;
+    - raises :class:`~vattn_mm.utils.EmptyDatasetError` for a dataset that
+      ends up empty and wraps image loaders in
+      :class:`~vattn_mm.engine.NameImageErrors`;
+    - with ``float32_mmcv_ops = True`` in the config, runs mmcv's ``nms`` and
+      ``roi_align`` in float32 under bfloat16 autocast while ``train()``,
+      ``val()`` or ``test()`` runs (:func:`~vattn_mm.utils.float32_mmcv_ops`).
+    """
+
+    def register_hooks(self, default_hooks: Optional[Dict[str, Union[Hook, dict]]] = None,
+                       custom_hooks: Optional[List[Union[Hook, dict]]] = None) -> None:
+        default_hooks = dict(default_hooks or {})
+        # mmengine's own default when the config names no checkpoint hook
+        checkpoint = default_hooks.get('checkpoint', dict(type='CheckpointHook', interval=1))
+        if checkpoint is not None and _hook_type(checkpoint) in ('CheckpointHook', CheckpointHook):
+            default_hooks['checkpoint'] = dict(checkpoint, type=CrashSafeCheckpointHook)
+        custom_hooks = list(custom_hooks or [])
+        if not any(_hook_type(h) in ('PlainMessageHubHook', PlainMessageHubHook)
+                   for h in custom_hooks):
+            custom_hooks.append(dict(type=PlainMessageHubHook))
+        super().register_hooks(default_hooks, custom_hooks)
+
+    def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
+                        revise_keys: list = [(r'^module.', '')]) -> dict:  # noqa: B006 (mmengine's)
+        """``Runner.load_checkpoint`` with the file read by
+        :func:`~vattn_mm.utils.load_runner_checkpoint`."""
+        checkpoint = load_runner_checkpoint(filename, map_location)
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        checkpoint = _load_checkpoint_to_model(model, checkpoint, strict, revise_keys=revise_keys)
+        self._has_loaded = True
+        self.logger.info(f'Load checkpoint from {filename}')
+        return checkpoint
+
+    @staticmethod
+    def build_dataloader(dataloader: Union[DataLoader, dict], seed: Optional[int] = None,
+                         diff_rank_seed: bool = False) -> DataLoader:
+        """``Runner.build_dataloader`` with the dataset checked for samples and
+        its image loaders naming undecodable files."""
+        try:
+            loader = Runner.build_dataloader(dataloader, seed, diff_rank_seed)
+        except ValueError as err:
+            dataset_cfg = dataloader.get('dataset') if isinstance(dataloader, dict) else None
+            empty = empty_dataset_error(dataset_cfg) if isinstance(dataset_cfg, dict) else None
+            if empty is not None:
+                raise empty from err
+            raise
+        check_not_empty(loader.dataset)
+        name_image_errors(loader.dataset)
+        return loader
+
+    def _run_scope(self):
+        return float32_mmcv_ops() if self.cfg.get('float32_mmcv_ops', False) else nullcontext()
+
+    def train(self):
+        with self._run_scope():
+            return super().train()
+
+    def val(self) -> dict:
+        with self._run_scope():
+            return super().val()
+
+    def test(self) -> dict:
+        with self._run_scope():
+            return super().test()
