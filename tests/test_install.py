@@ -1,7 +1,7 @@
 """The package apart from the source tree: built as a wheel and installed
-into a bare folder, it serves the benchmark, FLOPs and export tools run from
-another folder; and the package itself leaves processes and import paths to
-the tools."""
+into a bare folder, it serves the checkout's benchmark, FLOPs and export tools
+run from another folder; and the package itself leaves processes and import
+paths to the tools."""
 import csv
 import importlib.util
 import json
@@ -63,8 +63,8 @@ def _run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope='module')
 def installed(tmp_path_factory) -> Path:
-    """A folder with the tools, ``site/`` (vattn_mm installed from a wheel),
-    ``hook/`` (the import log) and an empty working folder ``run/``."""
+    """A folder with ``site/`` (vattn_mm installed from a wheel), ``hook/``
+    (the import log) and an empty working folder ``run/``."""
     if not _can_build_wheels():
         pytest.skip('pip, setuptools or wheel is not available')
     tmp = tmp_path_factory.mktemp('install')
@@ -79,7 +79,6 @@ def installed(tmp_path_factory) -> Path:
                 src], cwd=tmp)
     wheel, = (tmp / 'dist').glob('vattn_mm-*.whl')
     _run(pip + ['install', '--no-deps', '--no-index', '--target', tmp / 'site', wheel], cwd=tmp)
-    shutil.copytree(ROOT / 'tools', tmp / 'tools', ignore=shutil.ignore_patterns('__pycache__'))
     (tmp / 'hook').mkdir()
     (tmp / 'hook' / 'sitecustomize.py').write_text(IMPORT_LOG_HOOK)
     (tmp / 'run').mkdir()
@@ -87,12 +86,12 @@ def installed(tmp_path_factory) -> Path:
 
 
 def _tool(installed: Path, script: str, *args) -> str:
-    """Run a copied tool from ``run/`` with only the installed package (and
-    the import-log hook) on the path; its stdout."""
+    """Run a tool of the checkout from ``run/`` with only the installed
+    package (and the import-log hook) on the path; its stdout."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed / 'hook'),
                                                        str(installed / 'site')]),
                VATTN_TEST_IMPORT_LOG=str(installed / 'imports.jsonl'), OMP_NUM_THREADS='1')
-    return _run([sys.executable, installed / 'tools' / script, *args], cwd=installed / 'run',
+    return _run([sys.executable, ROOT / 'tools' / script, *args], cwd=installed / 'run',
                 env=env).stdout
 
 

@@ -206,8 +206,7 @@ def config_text(export: ClassifierExport) -> str:
               f'# {export.source}' + ('' if export.has_head else
                                         ' (no ImageNet head: the linear head is untrained)')]
     if export.unused:
-        header.append('# find_unused_parameters: the output norms of the earlier stages are '
-                      'not used by the classifier')
+        header.append("# find_unused_parameters: the earlier stages' output norms are unused")
         entries['find_unused_parameters'] = True
     return '\n'.join(header) + '\n' + Config(entries).pretty_text.rstrip('\n') + '\n'
 
