@@ -40,12 +40,23 @@ atexit.register(_record)
 '''
 
 
-def test_package_leaves_processes_and_import_paths_to_the_tools():
-    hits = [f'{path.relative_to(ROOT)}:{number}: {line.strip()}'
-            for path in sorted(PACKAGE.rglob('*.py'))
+def _lines_with(paths, words) -> list[str]:
+    return [f'{path.relative_to(ROOT)}:{number}: {line.strip()}' for path in sorted(paths)
             for number, line in enumerate(path.read_text().splitlines(), 1)
-            if any(word in line for word in TOOLS_ONLY)]
+            if any(word in line for word in words)]
+
+
+def test_package_leaves_processes_and_import_paths_to_the_tools():
+    hits = _lines_with(PACKAGE.rglob('*.py'), TOOLS_ONLY)
     assert not hits, 'move these to tools/:\n' + '\n'.join(hits)
+
+
+def test_tools_import_the_installed_package():
+    """No tool puts the checkout on the import path: they run against
+    whatever vattn_mm the interpreter has installed (editable or not)."""
+    tools = [p for p in (ROOT / 'tools').rglob('*') if p.suffix in ('.py', '.sh')]
+    hits = _lines_with(tools, ('sys.path', 'PYTHONPATH'))
+    assert not hits, '\n'.join(hits)
 
 
 def _can_build_wheels() -> bool:
