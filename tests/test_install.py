@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -60,9 +61,10 @@ def test_tools_import_the_installed_package():
 
 
 def _can_build_wheels() -> bool:
-    has = lambda name: importlib.util.find_spec(name) is not None  # noqa: E731
-    return has('pip') and has('setuptools') and (
-        has('wheel') or has('setuptools.command.bdist_wheel'))
+    """pip and setuptools with a ``bdist_wheel`` command (setuptools' own or
+    the ``wheel`` package's), found without importing them."""
+    return all(importlib.util.find_spec(name) for name in ('pip', 'setuptools')) and bool(
+        entry_points(group='distutils.commands', name='bdist_wheel'))
 
 
 def _run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
