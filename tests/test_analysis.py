@@ -1,23 +1,37 @@
 """The analysis tools: tools/analysis/get_flops.py on configs and backbones,
 tools/analysis/benchmark.py on a micro backbone (one real run) and its
-reports."""
+reports (tools/analysis/benchlib.py)."""
 import csv
 import importlib.util
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from vattn_mm.analysis import spec_complexity
-from vattn_mm.analysis.benchmark import (Case, Row, markdown, parse_shape, plot, read_csv,
-                                         run_case, write_csv)
 
 ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / 'tools' / 'analysis'
+# the scripts import benchlib as a sibling (their folder is sys.path[0] when run)
+sys.path.insert(0, str(TOOLS))
+from benchlib import (Case, Row, markdown, parse_shape, plot, read_csv,  # noqa: E402
+                      run_case, write_csv)
+
 DEMO_CONFIG = ROOT / 'configs' / 'demo' / 'pvtv2_b0_upernet_demo.py'
 
 
+@pytest.fixture(autouse=True)
+def _workers_import_this_checkout(monkeypatch):
+    """Worker processes run a script, so the checkout is not on their path;
+    they import the vattn_mm under test, not another installed copy."""
+    monkeypatch.setenv('PYTHONPATH', os.pathsep.join(
+        filter(None, [str(ROOT), os.environ.get('PYTHONPATH')])))
+
+
 def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, ROOT / 'tools' / 'analysis' / f'{name}.py')
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f'{name}.py')
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -170,7 +184,7 @@ def test_parse_shape_rejects(text):
 
 PEAK_PROBE = """
 import json, torch
-from vattn_mm.analysis.benchmark import PeakMemory
+from benchlib import PeakMemory
 keep = [torch.ones(2**20) for _ in range(64)]   # 256 MiB alive before: not counted
 del keep                                         # and freed: must not count either
 with PeakMemory('cpu') as peak:
@@ -186,11 +200,10 @@ def test_peak_memory_sees_a_transient_buffer():
     workers are: a 64 MiB buffer allocated and freed inside the block shows
     as 64 MiB (not more: memory freed before the block does not count)."""
     import subprocess
-    import sys
 
-    from vattn_mm.analysis.benchmark import memory_worker_env
+    from benchlib import memory_worker_env
     env = memory_worker_env()
-    env['PYTHONPATH'] = str(ROOT)
+    env['PYTHONPATH'] = os.pathsep.join([str(TOOLS), env['PYTHONPATH']])
     res = subprocess.run([sys.executable, '-c', PEAK_PROBE], capture_output=True, text=True,
                          env=env, timeout=120)
     assert res.returncode == 0, res.stderr
@@ -203,7 +216,7 @@ def test_peak_memory_sees_a_transient_buffer():
 def test_peak_memory_refuses_a_process_without_mmap_malloc(monkeypatch):
     """Started without the malloc settings, glibc's free heap chunks would
     count as resident: PeakMemory says so instead of overstating."""
-    from vattn_mm.analysis.benchmark import MMAP_MALLOC_ENV, PeakMemory
+    from benchlib import MMAP_MALLOC_ENV, PeakMemory
     for key in MMAP_MALLOC_ENV:
         monkeypatch.delenv(key, raising=False)
     with pytest.raises(RuntimeError, match='MALLOC_MMAP_THRESHOLD_'):
@@ -215,9 +228,8 @@ def test_dilated_attention_benchmark_runs(capsys):
     """tools/analysis/benchmark_dilated_attention.py end to end at a small size
     (the README's numbers come from it at 800x1344)."""
     import subprocess
-    import sys
     res = subprocess.run(
-        [sys.executable, str(ROOT / 'tools/analysis/benchmark_dilated_attention.py'),
+        [sys.executable, str(TOOLS / 'benchmark_dilated_attention.py'),
          '--arch', 'tiny', '--size', '64', '96', '--device', 'cpu', '--scope', 'stage',
          '--mode', 'inference', '--repeat', '1', '--threads', '1'],
         capture_output=True, text=True, timeout=300)

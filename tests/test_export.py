@@ -38,7 +38,7 @@ from mmengine.registry import DefaultScope
 
 from vattn_mm.backbones import FocalNet, LITv2, P2T, build_backbone, released_families
 from vattn_mm.checkpoint import CheckpointError, CheckpointMismatchError
-from vattn_mm.checkpoint.export import build_classifier
+from vattn_mm.checkpoint.export import build_classifier, export_official, write_export
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = sorted(released_families())
@@ -148,6 +148,22 @@ def test_exported_config_and_inferencer(tmp_path):
     with pytest.raises(FileExistsError, match='exists'):
         EXPORT.main([src, '--family', 'pvtv2', '--arch', repr(fixture_arch(rec)),
                      '--out-dir', str(tmp_path)])
+
+
+def test_written_config_loads_to_the_exported_entries(tmp_path):
+    """The config file mmengine prints holds exactly the exported model."""
+    rec = load_case(next(p for p in case_paths('litv2') if p.stem == 'micro_a05'))
+    export = export_official(write_released(rec, tmp_path), 'litv2', fixture_arch(rec))
+    cfg_path, _ = write_export(export, str(tmp_path), 'cls')
+    cfg = Config.fromfile(cfg_path)
+    assert cfg.model.to_dict() == export.model
+    assert cfg.data_preprocessor.num_classes == export.num_classes == 10
+    assert cfg.val_evaluator.to_dict() == cfg.test_evaluator.to_dict()
+    assert (cfg.val_evaluator.type, cfg.val_evaluator.topk) == ('Accuracy', (1, 5))
+    assert cfg.custom_imports.to_dict() == dict(imports=['vattn_mm'], allow_failed_imports=False)
+    assert export.unused and cfg.find_unused_parameters is True    # stage 1-3 output norms
+    assert Path(cfg_path).read_text().startswith(
+        '# mmpretrain ImageClassifier exported by tools/export_to_mmpretrain.py')
 
 
 def test_official_export_wrong_arch_names_keys(tmp_path):

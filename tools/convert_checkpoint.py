@@ -14,13 +14,11 @@ release's wrapper, so converting it back restores the release exactly.
 """
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import vattn_mm  # noqa: E402,F401  (registers the backbones, safe loading)
-from vattn_mm.checkpoint import CheckpointError  # noqa: E402
-from vattn_mm.backbones import released_families  # noqa: E402
-from vattn_mm.checkpoint.convert import (convert_official_file,  # noqa: E402
+import vattn_mm  # noqa: F401  (registers the backbones)
+from vattn_mm.backbones import released_families
+from vattn_mm.checkpoint import CheckpointError
+from vattn_mm.checkpoint.convert import (convert_official_file,
                                          convert_to_official_file, parse_arch_arg)
 
 EPILOG = """\

@@ -12,7 +12,7 @@ MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-$( [ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || echo python)}
 
-PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} \
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} \
 exec "$PYTHON" -m torch.distributed.run \
     --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
     --nproc_per_node="$GPUS" --master_port="$PORT" \

@@ -22,12 +22,11 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import vattn_mm  # noqa: E402,F401  (registers the backbones, safe loading)
-from vattn_mm.checkpoint import CheckpointError  # noqa: E402
-from vattn_mm.backbones import released_families  # noqa: E402
-from vattn_mm.checkpoint.convert import parse_arch_arg  # noqa: E402
-from vattn_mm.checkpoint.export import (export_official, export_trained,  # noqa: E402
+import vattn_mm  # noqa: F401  (registers the backbones)
+from vattn_mm.backbones import released_families
+from vattn_mm.checkpoint import CheckpointError
+from vattn_mm.checkpoint.convert import parse_arch_arg
+from vattn_mm.checkpoint.export import (export_official, export_trained,
                                         write_export)
 
 

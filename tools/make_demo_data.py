@@ -3,11 +3,8 @@
     python tools/make_demo_data.py [--root data/demo] [--num-train 96] [--num-val 24]
 """
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from vattn_mm.datasets.demo import make_demo_dataset  # noqa: E402
+from vattn_mm.datasets.demo import make_demo_dataset
 
 
 def main() -> None:

@@ -21,7 +21,6 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-$( [ -x "$ROOT/.venv/bin/python" ] && echo "$ROOT/.venv/bin/python" || echo python)}
 
 # shellcheck disable=SC2086  # SRUN_ARGS holds several options
-PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" \
 exec srun -p "$PARTITION" --job-name="$JOB_NAME" \
     --gres=gpu:"$GPUS_PER_NODE" --ntasks="$GPUS" --ntasks-per-node="$GPUS_PER_NODE" \
     --cpus-per-task="$CPUS_PER_TASK" --kill-on-bad-exit=1 $SRUN_ARGS \

@@ -11,19 +11,16 @@ are written atomically; ``--resume`` continues from the last one.
 """
 import argparse
 import os
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import vattn_mm  # noqa: E402,F401  (registers the backbones, SafeRunner and its hooks)
-from mmengine.config import DictAction  # noqa: E402
-from mmengine.registry import RUNNERS  # noqa: E402
-from mmengine.runner import Runner  # noqa: E402
-from torch.distributed.elastic.multiprocessing.errors import record  # noqa: E402
+import vattn_mm  # noqa: F401  (registers the backbones, SafeRunner and its hooks)
+from mmengine.config import DictAction
+from mmengine.registry import RUNNERS
+from mmengine.runner import Runner
+from torch.distributed.elastic.multiprocessing.errors import record
 
-from vattn_mm.utils import trust_checkpoint  # noqa: E402
-from vattn_mm.utils.launch import (distributed_teardown, load_config,  # noqa: E402
-                                   setup_distributed, use_protections)
+from vattn_mm.utils import trust_checkpoint
+from vattn_mm.utils.launch import (distributed_teardown, load_config, setup_distributed,
+                                   use_protections)
 
 
 def parse_args() -> argparse.Namespace:

@@ -14,7 +14,7 @@ CUDA the same one) measures the peak memory of one iteration minus the memory
 before it (CPU: VmHWM after a ``/proc/self/clear_refs`` reset, glibc set to
 unmap freed blocks; CUDA: ``max_memory_allocated``).  Writes ``<out-dir>/<name>.csv``,
 ``.md`` and ``.png`` (throughput, memory and fraction of peak vs input size).
-Details: ``vattn_mm/analysis/benchmark.py``.
+Details: ``tools/analysis/benchlib.py``.
 """
 from __future__ import annotations
 
@@ -22,10 +22,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from vattn_mm.analysis.benchmark import (DEFAULT_MODES, DTYPES, MODES, benchmark,  # noqa: E402
-                                         markdown, merge_rows, parse_shape, plot, read_csv,
-                                         write_csv)
+from benchlib import (DEFAULT_MODES, DTYPES, MODES, benchmark, markdown, merge_rows,
+                      parse_shape, plot, read_csv, write_csv)
 
 
 def parse_args(argv=None) -> argparse.Namespace:

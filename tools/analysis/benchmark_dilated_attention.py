@@ -6,7 +6,7 @@ Every measurement runs in a fresh subprocess so that peaks do not mix:
 * the median time of ``--repeat`` runs after a warm-up on a tiny input;
 * in another subprocess, the memory one run adds to what the imports, the
   model, the input and the warm-up hold
-  (:class:`vattn_mm.analysis.benchmark.PeakMemory`: on CPU the process's
+  (:class:`benchlib.PeakMemory`: on CPU the process's
   high-water mark, the process started with glibc serving big blocks with
   ``mmap`` so that freed memory leaves the resident set at once;
   ``torch.cuda.max_memory_allocated()`` on CUDA).
@@ -30,9 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from a checkout
 IMPLS = ('unfold', 'ours')
 
 
@@ -138,7 +136,7 @@ def time_worker(args) -> dict:
 def memory_worker(args) -> dict:
     """Peak memory of one run in this fresh process (restarted with the
     malloc settings :class:`PeakMemory` needs on CPU)."""
-    from vattn_mm.analysis.benchmark import PeakMemory, exec_with_mmap_malloc
+    from benchlib import PeakMemory, exec_with_mmap_malloc
     if args.device == 'cpu':
         exec_with_mmap_malloc()
     stage, fn, x, hw = _prepare(args)

@@ -17,7 +17,7 @@ runs after one warm-up: wall-clock on CUDA; on CPU the process's CPU time
 (``time.process_time``, single thread by default), which other jobs on a
 shared machine barely disturb (wall-clock is printed to stderr).  Peak memory
 is what one run adds to the imports, the model, the input and a warm-up run,
-measured in a second subprocess (:class:`vattn_mm.analysis.benchmark.PeakMemory`:
+measured in a second subprocess (:class:`benchlib.PeakMemory`:
 ``torch.cuda.max_memory_allocated`` on CUDA, the process's high-water mark on
 CPU, where the memory worker runs with glibc unmapping freed blocks at once; it
 includes every transient buffer).  Prints a
@@ -41,7 +41,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 SIZES = [(512, 512), (800, 1344), (1024, 1024), (2048, 2048)]
 BACKBONE_SIZES = SIZES[:3]
@@ -84,7 +83,7 @@ def _build(kind: str):
 def worker(spec: dict) -> dict:
     """Run one case in this (fresh) process and return its time
     (``spec['part'] == 'time'``) or its peak memory (``'memory'``)."""
-    from vattn_mm.analysis.benchmark import PeakMemory, exec_with_mmap_malloc
+    from benchlib import PeakMemory, exec_with_mmap_malloc
     if spec['part'] == 'memory' and spec['device'] == 'cpu':
         exec_with_mmap_malloc()
     import torch
@@ -169,7 +168,6 @@ def main() -> None:
     parser.add_argument('--worker', help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
         print(json.dumps(worker(json.loads(args.worker))))
         return
     args.threads = args.threads or (1 if args.device == 'cpu' else os.cpu_count())

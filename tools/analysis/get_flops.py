@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from vattn_mm.analysis import spec_complexity  # noqa: E402
-from vattn_mm.analysis.reference import PUBLISHED, SOURCES, TOLERANCE, agrees  # noqa: E402
+from vattn_mm.analysis import spec_complexity
+from vattn_mm.analysis.reference import PUBLISHED, SOURCES, TOLERANCE, agrees
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -1,7 +1,7 @@
 """Model analysis: parameters and multiply-adds (:mod:`.complexity`), the
-models measured (:mod:`.targets`), the published numbers they are checked
-against (:mod:`.reference`) and speed / memory benchmarks (:mod:`.benchmark`,
-imported on its own)."""
+models measured (:mod:`.targets`) and the published numbers they are checked
+against (:mod:`.reference`).  The speed / memory benchmarks that run these
+models in worker processes are scripts: ``tools/analysis/``."""
 from .complexity import (COUNT_STANDINS, ELEMENTWISE_MACS, OPAQUE_MACS, Complexity,
                          count_complexity, count_params)
 from .targets import (ImageNetClassifier, Target, build_backbone,

@@ -186,49 +186,25 @@ def export_trained(src: str, config: str, num_classes: int = 1000) -> Classifier
 
 
 # ----------------------------------------------------------------- writing
-def format_value(value: Any, indent: int = 0, column: Optional[int] = None,
-                 width: int = 88) -> str:
-    """Python source for a config value starting at ``column`` of a line
-    indented by ``indent``: ``dict(k=v)`` calls, split one entry per line
-    when they do not fit in ``width``."""
-    column = indent if column is None else column
-    if isinstance(value, dict) and all(isinstance(k, str) and k.isidentifier() for k in value):
-        items = [(f'{k}=', v) for k, v in value.items()]
-        opening, closing = 'dict(', ')'
-    elif isinstance(value, (list, tuple)):
-        items = [('', v) for v in value]
-        opening, closing = ('[', ']') if isinstance(value, list) else ('(', ')')
-    else:
-        return repr(value)
-    single = isinstance(value, tuple) and len(value) == 1
-    inline = opening + ', '.join(k + format_value(v) for k, v in items) \
-        + (', )' if single else closing)
-    if column + len(inline) <= width or not items:
-        return inline
-    pad = ' ' * (indent + 4)
-    body = ''.join(f'{pad}{k}{format_value(v, indent + 4, indent + 4 + len(k), width)},\n'
-                   for k, v in items)
-    return f'{opening}\n{body}{" " * indent}{closing}'
-
-
 def config_text(export: ClassifierExport) -> str:
-    """The mmpretrain config file of ``export``."""
-    topk = export.model['head']['topk']
+    """The mmpretrain config file of ``export`` (mmengine's ``pretty_text``
+    under a comment naming the source)."""
+    from mmengine.config import Config
+    evaluator = dict(type='Accuracy', topk=export.model['head']['topk'])
     entries = dict(
+        _base_=list(CLS_BASES),
         custom_imports=dict(imports=['vattn_mm'], allow_failed_imports=False),
         data_preprocessor=dict(num_classes=export.num_classes),
         model=export.model,
-        val_evaluator=dict(type='Accuracy', topk=topk))
-    lines = ['# mmpretrain ImageClassifier exported by tools/export_to_mmpretrain.py from the',
-             f'# {export.source}' + ('' if export.has_head else
-                                       ' (no ImageNet head: the linear head is untrained)'),
-             '_base_ = ' + format_value(list(CLS_BASES)),
-             *(f'{k} = {format_value(v, 0, len(k) + 3)}' for k, v in entries.items()),
-             'test_evaluator = val_evaluator']
+        val_evaluator=evaluator,
+        test_evaluator=evaluator)
+    header = ['# mmpretrain ImageClassifier exported by tools/export_to_mmpretrain.py from the',
+              f'# {export.source}' + ('' if export.has_head else
+                                        ' (no ImageNet head: the linear head is untrained)')]
     if export.unused:
-        lines += ['# the output norms of the earlier stages are not used by the classifier',
-                  'find_unused_parameters = True']
-    return '\n'.join(lines) + '\n'
+        header.append("# find_unused_parameters: the earlier stages' output norms are unused")
+        entries['find_unused_parameters'] = True
+    return '\n'.join(header) + '\n' + Config(entries).pretty_text.rstrip('\n') + '\n'
 
 
 def write_export(export: ClassifierExport, out_dir: str, name: str,

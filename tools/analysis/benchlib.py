@@ -1,9 +1,11 @@
 """Latency, throughput, peak memory and fraction of the machine's matmul peak
-of a backbone or a whole config (``tools/analysis/benchmark.py``).
+of a backbone or a whole config: the measuring processes and reports behind
+``tools/analysis/benchmark.py``, and :class:`PeakMemory` for the other
+benchmark scripts of this folder (they import it as a sibling module).
 
 Every case (target, input size, mode) runs in a fresh interpreter
-(``python -m vattn_mm.analysis.benchmark --worker JSON``) so that peaks do
-not mix:
+(``python tools/analysis/benchlib.py --worker JSON``) so that peaks do not
+mix:
 
 * the model is built, the input created and ``warmup`` iterations run;
 * ``torch.mm`` of two 2048x2048 matrices of the run's dtype gives the
@@ -31,7 +33,7 @@ timed iteration: the reported time ratio is the median of the per-pair
 ratios, so a machine that speeds up or slows down during the run (a shared
 host does) changes both sides of each ratio alike.
 Fraction of peak = ``2 * MACs / latency`` over the matmul GFLOP/s, with the
-MACs from :func:`~vattn_mm.analysis.targets.spec_complexity`; a training step
+MACs from :func:`vattn_mm.analysis.spec_complexity`; a training step
 is taken as 3x the forward MACs (backward = 2x forward).
 """
 from __future__ import annotations
@@ -272,7 +274,7 @@ def _step_fn(case: Case) -> tuple[Any, Callable[[], None]]:
     ``zero_grad`` does)."""
     import torch
 
-    from .targets import build_target
+    from vattn_mm.analysis import build_target
     target = build_target(case.target, with_cp=case.mode == 'train_cp', device=case.device)
     model = target.model
     images = torch.randn(1, 3, *case.shape, device=case.device)
@@ -351,16 +353,10 @@ def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
 
 
 # --------------------------------------------------------------- driver side
-def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
 def _run_worker(case: Case, parts: Sequence[str], env: dict,
                 timeout: Optional[float]) -> dict:
-    env = dict(env)
-    env['PYTHONPATH'] = os.pathsep.join(filter(None, [str(_repo_root()),
-                                                      env.get('PYTHONPATH')]))
-    cmd = [sys.executable, '-m', 'vattn_mm.analysis.benchmark', '--worker',
+    """Measure ``parts`` of ``case`` in a fresh interpreter running this file."""
+    cmd = [sys.executable, str(Path(__file__).resolve()), '--worker',
            json.dumps(asdict(case)), '--parts', *parts]
     res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
                          check=False)
@@ -404,7 +400,7 @@ def benchmark(targets: Sequence[str], shapes: Sequence[tuple[int, int]],
     others still run; ``on_row`` sees each finished row (e.g. to save it)."""
     from tqdm import tqdm
 
-    from .targets import spec_complexity
+    from vattn_mm.analysis import spec_complexity
     bad = sorted(set(modes) - set(MODES))
     if bad:
         raise ValueError(f'unknown modes {bad}; choose from {MODES}')
