@@ -2,6 +2,7 @@
 small CPU input (the pretrained checkpoint is not needed for that), and takes
 its backbone from one fragment in configs/_base_/backbones/."""
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -25,6 +26,16 @@ OWN_BACKBONE = {
         'the Mask R-CNN demo recipe, inherited by the other demos next to their own fragment; '
         'mmengine merges no two bases that define the same key, so it cannot take one itself',
 }
+
+
+@functools.lru_cache(maxsize=None)
+def load_config(path: Path) -> Config:
+    """``Config.fromfile``, once per file (resolving mmdet / mmseg bases takes a second)."""
+    return Config.fromfile(str(path))
+
+
+def _config_id(path: Path) -> str:
+    return str(path.relative_to(ROOT / 'configs'))
 
 
 def _det_batch(num_classes: int, with_mask: bool):
@@ -54,9 +65,9 @@ def _cls_batch(num_classes: int):
                 data_samples=[sample])
 
 
-@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: str(p.relative_to(ROOT / 'configs')))
+@pytest.mark.parametrize('path', CONFIGS, ids=_config_id)
 def test_config_builds_and_trains_one_step(path):
-    cfg = Config.fromfile(str(path))
+    cfg = load_config(path)
     scope = cfg.get('default_scope', 'mmdet')
     with DefaultScope.overwrite_default_scope(scope):
         init_default_scope(scope)
@@ -107,10 +118,6 @@ def _local_bases(path: Path) -> list:
     return bases
 
 
-def _config_id(path: Path) -> str:
-    return str(path.relative_to(ROOT / 'configs'))
-
-
 @pytest.mark.parametrize('path', CONFIGS, ids=_config_id)
 def test_backbone_comes_from_one_fragment(path):
     fragments = set(_local_bases(path)) & set(FRAGMENTS)
@@ -118,8 +125,8 @@ def test_backbone_comes_from_one_fragment(path):
         assert not fragments
         return
     assert len(fragments) == 1, f'backbone fragments inherited: {sorted(map(str, fragments))}'
-    fragment = Config.fromfile(str(fragments.pop()))
-    cfg = Config.fromfile(str(path))
+    fragment = load_config(fragments.pop())
+    cfg = load_config(path)
     built = cfg.model.backbone
     assert built.type == fragment.backbone.type
     # the fragment chooses the variant; an arch dict is a reduced (demo) or ImageNet layout
@@ -130,7 +137,7 @@ def test_backbone_comes_from_one_fragment(path):
 def test_no_config_copies_a_fragment():
     """No file in configs/ but the fragments names a backbone type or a
     fragment's output channels (reduced demo backbones have their own)."""
-    fragments = [Config.fromfile(str(p)) for p in FRAGMENTS]
+    fragments = [load_config(p) for p in FRAGMENTS]
     assert fragments
     types = {f.backbone.type for f in fragments}
     channels = {str(f.backbone_channels) for f in fragments}
