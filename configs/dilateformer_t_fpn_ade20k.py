@@ -1,5 +1,4 @@
-_base_ = './dilateformer_s_fpn_ade20k.py'
-pretrained = 'checkpoints/dilateformer_tiny.pth'
-model = dict(
-    backbone=dict(arch='tiny', drop_path_rate=0.1, init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[72, 144, 288, 576]))
+# Semantic FPN + DilateFormer-T, ADE20K: the recipe of dilateformer_s_fpn_ade20k.py.
+_base_ = ['./_base_/dilateformer_fpn_ade20k_80k.py', './_base_/backbones/dilateformer_t.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -1,6 +1,5 @@
-_base_ = './dilateformer_s_upernet_ade20k.py'
-pretrained = 'checkpoints/dilateformer_tiny.pth'
-model = dict(
-    backbone=dict(arch='tiny', drop_path_rate=0.1, init_cfg=dict(checkpoint=pretrained)),
-    decode_head=dict(in_channels=[72, 144, 288, 576]),
-    auxiliary_head=dict(in_channels=288))
+# UperNet + DilateFormer-T, ADE20K: the recipe of dilateformer_s_upernet_ade20k.py.
+_base_ = ['./_base_/dilateformer_upernet_ade20k_160k.py', './_base_/backbones/dilateformer_t.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             decode_head=dict(in_channels=_base_.backbone_channels),
+             auxiliary_head=dict(in_channels=_base_.backbone_channels[2]))

@@ -1,5 +1,5 @@
-_base_ = './focalnet_t_srf_fpn_ade20k.py'
-pretrained = 'checkpoints/focalnet_base_srf.pth'
-model = dict(
-    backbone=dict(arch='base_srf', init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[128, 256, 512, 1024]))
+# Semantic FPN + FocalNet-B (SRF), ADE20K: the recipe of focalnet_t_srf_fpn_ade20k.py.
+_base_ = ['./_base_/fpn_ade20k_80k.py', './_base_/backbones/focalnet_b_srf.py']
+# FocalNet's segmentation drop path
+model = dict(backbone=dict(_base_.backbone, _delete_=True, drop_path_rate=0.3),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -1,5 +1,4 @@
-_base_ = './focalnet_t_srf_maskrcnn_coco.py'
-pretrained = 'checkpoints/focalnet_base_srf.pth'
-model = dict(
-    backbone=dict(arch='base_srf', drop_path_rate=0.3, init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[128, 256, 512, 1024]))
+# Mask R-CNN + FocalNet-B (SRF), COCO 1x: the recipe of focalnet_t_srf_maskrcnn_coco.py.
+_base_ = ['./_base_/focalnet_maskrcnn_coco_1x.py', './_base_/backbones/focalnet_b_srf.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -1,5 +1,4 @@
-_base_ = './focalnet_t_srf_maskrcnn_coco.py'
-pretrained = 'checkpoints/focalnet_small_lrf.pth'
-model = dict(
-    backbone=dict(arch='small_lrf', drop_path_rate=0.2, init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[96, 192, 384, 768]))
+# Mask R-CNN + FocalNet-S (LRF), COCO 1x: the recipe of focalnet_t_srf_maskrcnn_coco.py.
+_base_ = ['./_base_/focalnet_maskrcnn_coco_1x.py', './_base_/backbones/focalnet_s_lrf.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

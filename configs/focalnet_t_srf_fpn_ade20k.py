@@ -3,14 +3,7 @@
 # backbone here (AdamW lr 1e-4 wd 1e-4, poly decay power 0.9, 16 images/batch)
 # with FocalNet's segmentation drop path 0.3 and focal windows 9 (the ImageNet
 # 3x3 kernels are zero-padded on loading).
-_base_ = './_base_/fpn_ade20k_80k.py'
-pretrained = 'checkpoints/focalnet_tiny_srf.pth'  # official ImageNet release, as downloaded
-model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='FocalNet',
-        arch='tiny_srf',
-        drop_path_rate=0.3,
-        out_indices=(0, 1, 2, 3),
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    neck=dict(in_channels=[96, 192, 384, 768]))
+_base_ = ['./_base_/fpn_ade20k_80k.py', './_base_/backbones/focalnet_t_srf.py']
+# FocalNet's segmentation drop path
+model = dict(backbone=dict(_base_.backbone, _delete_=True, drop_path_rate=0.3),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -1,7 +1,5 @@
-_base_ = './litv2_s_retinanet_coco.py'
-pretrained = 'checkpoints/litv2_b.pth'
-model = dict(
-    # official: with_cp (use_checkpoint=True) for LITv2-B detection
-    backbone=dict(arch='b', drop_path_rate=0.3, with_cp=True,
-                  init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[128, 256, 512, 1024]))
+# RetinaNet + LITv2-B, COCO 1x: the recipe of litv2_s_retinanet_coco.py.
+_base_ = ['./_base_/retinanet_coco_1x.py', './_base_/backbones/litv2_b.py']
+# official: with_cp (use_checkpoint=True) for LITv2-B detection
+model = dict(backbone=dict(_base_.backbone, _delete_=True, with_cp=True),
+             neck=dict(in_channels=_base_.backbone_channels))

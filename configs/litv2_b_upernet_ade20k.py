@@ -1,6 +1,6 @@
-_base_ = './litv2_s_upernet_ade20k.py'
-pretrained = 'checkpoints/litv2_b.pth'
-model = dict(
-    backbone=dict(arch='b', drop_path_rate=0.3, init_cfg=dict(checkpoint=pretrained)),
-    decode_head=dict(in_channels=[128, 256, 512, 1024]),
-    auxiliary_head=dict(in_channels=512))
+# UperNet + LITv2-B, ADE20K: the recipe of litv2_s_upernet_ade20k.py.
+_base_ = ['./_base_/upernet_ade20k_160k.py', './_base_/backbones/litv2_b.py']
+# LITv2's segmentation backbone also normalises output 0
+model = dict(backbone=dict(_base_.backbone, _delete_=True, norm_first_output=True),
+             decode_head=dict(in_channels=_base_.backbone_channels),
+             auxiliary_head=dict(in_channels=_base_.backbone_channels[2]))

@@ -1,5 +1,5 @@
-_base_ = './litv2_s_fpn_ade20k.py'
-pretrained = 'checkpoints/litv2_m.pth'
-model = dict(
-    backbone=dict(arch='m', drop_path_rate=0.2, init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[96, 192, 384, 768]))
+# Semantic FPN + LITv2-M, ADE20K: the recipe of litv2_s_fpn_ade20k.py.
+_base_ = ['./_base_/fpn_ade20k_80k_8x2.py', './_base_/backbones/litv2_m.py']
+# LITv2's segmentation backbone also normalises output 0
+model = dict(backbone=dict(_base_.backbone, _delete_=True, norm_first_output=True),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -1,5 +1,4 @@
-_base_ = './litv2_s_retinanet_coco.py'
-pretrained = 'checkpoints/litv2_m.pth'
-model = dict(
-    backbone=dict(arch='m', drop_path_rate=0.2, init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[96, 192, 384, 768]))
+# RetinaNet + LITv2-M, COCO 1x: the recipe of litv2_s_retinanet_coco.py.
+_base_ = ['./_base_/retinanet_coco_1x.py', './_base_/backbones/litv2_m.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

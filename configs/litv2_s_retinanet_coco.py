@@ -4,15 +4,6 @@
 # trained in mixed precision (add --amp to tools/train.py for the same); unlike
 # its Mask R-CNN config, the official paramwise_cfg here has no custom_keys, so
 # norms keep their weight decay).
-_base_ = './_base_/retinanet_coco_1x.py'
-
-pretrained = 'checkpoints/litv2_s.pth'  # official ImageNet release, as downloaded
-model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='LITv2',
-        arch='s',
-        drop_path_rate=0.2,
-        out_indices=(0, 1, 2, 3),
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    neck=dict(in_channels=[96, 192, 384, 768]))
+_base_ = ['./_base_/retinanet_coco_1x.py', './_base_/backbones/litv2_s.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -1,6 +1,5 @@
-_base_ = './p2t_s_upernet_ade20k.py'
-pretrained = 'checkpoints/p2t_base.pth'
-model = dict(
-    backbone=dict(arch='base', drop_path_rate=0.3, init_cfg=dict(checkpoint=pretrained)),
-    decode_head=dict(in_channels=[64, 128, 320, 512]),
-    auxiliary_head=dict(in_channels=320))
+# UperNet + P2T-Base, ADE20K: the recipe of p2t_s_upernet_ade20k.py.
+_base_ = ['./_base_/upernet_ade20k_160k.py', './_base_/backbones/p2t_b.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             decode_head=dict(in_channels=_base_.backbone_channels),
+             auxiliary_head=dict(in_channels=_base_.backbone_channels[2]))

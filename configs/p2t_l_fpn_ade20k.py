@@ -1,5 +1,4 @@
-_base_ = './p2t_s_fpn_ade20k.py'
-pretrained = 'checkpoints/p2t_large.pth'
-model = dict(
-    backbone=dict(arch='large', drop_path_rate=0.3, init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[64, 128, 320, 640]))
+# Semantic FPN + P2T-Large, ADE20K: the recipe of p2t_s_fpn_ade20k.py.
+_base_ = ['./_base_/fpn_ade20k_80k_8x2.py', './_base_/backbones/p2t_l.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -1,5 +1,4 @@
-_base_ = './p2t_s_retinanet_coco.py'
-pretrained = 'checkpoints/p2t_large.pth'
-model = dict(
-    backbone=dict(arch='large', drop_path_rate=0.3, init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[64, 128, 320, 640]))
+# RetinaNet + P2T-Large, COCO 1x: the recipe of p2t_s_retinanet_coco.py.
+_base_ = ['./_base_/retinanet_coco_1x.py', './_base_/backbones/p2t_l.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

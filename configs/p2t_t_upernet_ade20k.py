@@ -1,6 +1,5 @@
-_base_ = './p2t_s_upernet_ade20k.py'
-pretrained = 'checkpoints/p2t_tiny.pth'
-model = dict(
-    backbone=dict(arch='tiny', drop_path_rate=0.1, init_cfg=dict(checkpoint=pretrained)),
-    decode_head=dict(in_channels=[48, 96, 240, 384]),
-    auxiliary_head=dict(in_channels=240))
+# UperNet + P2T-Tiny, ADE20K: the recipe of p2t_s_upernet_ade20k.py.
+_base_ = ['./_base_/upernet_ade20k_160k.py', './_base_/backbones/p2t_t.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             decode_head=dict(in_channels=_base_.backbone_channels),
+             auxiliary_head=dict(in_channels=_base_.backbone_channels[2]))

@@ -1,5 +1,4 @@
-_base_ = './pvtv2_b2_maskrcnn_coco.py'
-pretrained = 'checkpoints/pvt_v2_b2_li.pth'
-model = dict(
-    backbone=dict(arch='b2_li', init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[64,128,320,512]))
+# Mask R-CNN + PVTv2-b2_li, COCO 1x: the recipe of pvtv2_b2_maskrcnn_coco.py.
+_base_ = ['./_base_/maskrcnn_coco_1x.py', './_base_/backbones/pvtv2_b2_li.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -1,5 +1,4 @@
-_base_ = './pvtv2_b2_retinanet_coco.py'
-pretrained = 'checkpoints/pvt_v2_b4.pth'
-model = dict(
-    backbone=dict(arch='b4', init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[64,128,320,512]))
+# RetinaNet + PVTv2-b4, COCO 1x: the recipe of pvtv2_b2_retinanet_coco.py.
+_base_ = ['./_base_/retinanet_coco_1x.py', './_base_/backbones/pvtv2_b4.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -1,5 +1,4 @@
-_base_ = './quadtree_b_maskrcnn_coco.py'
-pretrained = 'checkpoints/quadtree_b1.pth'  # official QuadTreeAttention_cls/b1.pth
-model = dict(
-    backbone=dict(arch='b1', init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[64, 128, 320, 512]))
+# Mask R-CNN + QuadTree-B-b1, COCO 1x: the recipe of quadtree_b_maskrcnn_coco.py.
+_base_ = ['./_base_/quadtree_maskrcnn_coco_1x.py', './_base_/backbones/quadtree_b_b1.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

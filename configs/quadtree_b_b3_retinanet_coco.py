@@ -1,5 +1,4 @@
-_base_ = './quadtree_b_retinanet_coco.py'
-pretrained = 'checkpoints/quadtree_b3.pth'  # official QuadTreeAttention_cls/b3.pth
-model = dict(
-    backbone=dict(arch='b3', init_cfg=dict(checkpoint=pretrained)),
-    neck=dict(in_channels=[64, 128, 320, 512]))
+# RetinaNet + QuadTree-B-b3, COCO 1x: the recipe of quadtree_b_retinanet_coco.py.
+_base_ = ['./_base_/retinanet_coco_1x.py', './_base_/backbones/quadtree_b_b3.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -1,46 +1,6 @@
-# Semantic FPN + QuadTree-B-b2, ADE20K 512x512, 160k iterations (official
-# segmentation/configs/sem_fpn/quadtree/fpn_pvt_v2_b2_quadtree_ade20k_160k.py, whose
-# result the QuadTree README reports, 48.7 mIoU: AdamW lr 6e-5 betas (0.9, 0.999)
-# wd 0.01, no decay on norms, 10x lr on the heads, 1500-iteration linear warm-up from
-# 1e-6, poly decay power 1.0 to 0, 8 GPUs x 2 images; the official dense backbone
-# uses drop_path_rate 0.1, top-k [32] * 4 and ReLU value branches).  Test images
-# whose sides are not multiples of 32 (the official AlignResize made them so) are
-# padded inside the backbone and its features cropped back.
-_base_ = [
-    'mmseg::_base_/models/fpn_r50.py',
-    'mmseg::_base_/datasets/ade20k.py',
-    'mmseg::_base_/schedules/schedule_160k.py',
-    'mmseg::_base_/default_runtime.py',
-]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
-
-crop_size = (512, 512)
-# official ImageNet release QuadTreeAttention_cls/b2.pth, saved under this name
-pretrained = 'checkpoints/quadtree_b2.pth'
-model = dict(
-    data_preprocessor=dict(size=crop_size),
-    pretrained=None,
-    backbone=dict(
-        _delete_=True,
-        type='QuadTree',
-        arch='b2',
-        attn_type='B',
-        topks=[32, 32, 32, 32],
-        value_branch_act='ReLU',
-        drop_path_rate=0.1,
-        out_indices=(0, 1, 2, 3),
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    neck=dict(in_channels=[64, 128, 320, 512]),
-    decode_head=dict(num_classes=150))
-
-optim_wrapper = dict(
-    _delete_=True,
-    type='OptimWrapper',
-    optimizer=dict(type='AdamW', lr=6e-5, betas=(0.9, 0.999), weight_decay=0.01),
-    paramwise_cfg=dict(custom_keys=dict(
-        norm=dict(decay_mult=0.), head=dict(lr_mult=10.))))
-param_scheduler = [
-    dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
-    dict(type='PolyLR', eta_min=0.0, power=1.0, begin=1500, end=160000, by_epoch=False),
-]
-train_dataloader = dict(batch_size=2)
+# Semantic FPN + QuadTree-B-b2, ADE20K 512x512, 160k iterations, QuadTree's recipe
+# and official dense backbone settings (drop_path_rate 0.1, top-k [32] * 4, ReLU
+# value branches).
+_base_ = ['./_base_/quadtree_fpn_ade20k_160k.py', './_base_/backbones/quadtree_b_b2.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

@@ -4,19 +4,6 @@
 # linear warm-up, 1333x800, 8 GPUs x 2 images; FPN from stage 2 with extra convs on
 # the input; the official dense backbone uses drop_path_rate 0.1, top-k [32] * 4 and
 # ReLU value branches).
-_base_ = './_base_/retinanet_coco_1x.py'
-
-# official ImageNet release QuadTreeAttention_cls/b2.pth, saved under this name
-pretrained = 'checkpoints/quadtree_b2.pth'
-model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='QuadTree',
-        arch='b2',
-        attn_type='B',
-        topks=[32, 32, 32, 32],
-        value_branch_act='ReLU',
-        drop_path_rate=0.1,
-        out_indices=(0, 1, 2, 3),
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    neck=dict(in_channels=[64, 128, 320, 512]))
+_base_ = ['./_base_/retinanet_coco_1x.py', './_base_/backbones/quadtree_b_b2.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             neck=dict(in_channels=_base_.backbone_channels))

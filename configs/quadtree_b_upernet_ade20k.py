@@ -4,19 +4,7 @@
 # 8 GPUs x 2 images) with the official dense backbone settings (drop_path_rate 0.1,
 # top-k [32] * 4, ReLU value branches).  Test images whose sides are not multiples
 # of 32 are padded inside the backbone and its features cropped back.
-_base_ = './_base_/upernet_ade20k_160k.py'
-# official ImageNet release QuadTreeAttention_cls/b2.pth, saved under this name
-pretrained = 'checkpoints/quadtree_b2.pth'
-model = dict(
-    backbone=dict(
-        _delete_=True,
-        type='QuadTree',
-        arch='b2',
-        attn_type='B',
-        topks=[32, 32, 32, 32],
-        value_branch_act='ReLU',
-        drop_path_rate=0.1,
-        out_indices=(0, 1, 2, 3),
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    decode_head=dict(in_channels=[64, 128, 320, 512]),
-    auxiliary_head=dict(in_channels=320))
+_base_ = ['./_base_/upernet_ade20k_160k.py', './_base_/backbones/quadtree_b_b2.py']
+model = dict(backbone=dict(_base_.backbone, _delete_=True),
+             decode_head=dict(in_channels=_base_.backbone_channels),
+             auxiliary_head=dict(in_channels=_base_.backbone_channels[2]))

@@ -1,5 +1,9 @@
 """Every config in configs/ builds its model and runs forward + backward on a
-small CPU input (the pretrained checkpoint is not needed for that)."""
+small CPU input (the pretrained checkpoint is not needed for that), and takes
+its backbone from one fragment in configs/_base_/backbones/."""
+import ast
+import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +17,25 @@ from vattn_mm.analysis.targets import strip_pretrained
 ROOT = Path(__file__).resolve().parents[1]
 # configs/_base_/ holds recipe fragments that the family configs inherit
 CONFIGS = sorted(p for p in (ROOT / 'configs').rglob('*.py') if '_base_' not in p.parts)
+FRAGMENT_DIR = ROOT / 'configs' / '_base_' / 'backbones'
+# one fragment per variant; <family>_common.py holds what a family's fragments share
+FRAGMENTS = sorted(p for p in FRAGMENT_DIR.glob('*.py') if not p.stem.endswith('_common'))
+#: configs that spell their backbone out, and why
+OWN_BACKBONE = {
+    'demo/pvtv2_b0_maskrcnn_demo.py':
+        'the Mask R-CNN demo recipe, inherited by the other demos next to their own fragment; '
+        'mmengine merges no two bases that define the same key, so it cannot take one itself',
+}
+
+
+@functools.lru_cache(maxsize=None)
+def load_config(path: Path) -> Config:
+    """``Config.fromfile``, once per file (resolving mmdet / mmseg bases takes a second)."""
+    return Config.fromfile(str(path))
+
+
+def _config_id(path: Path) -> str:
+    return str(path.relative_to(ROOT / 'configs'))
 
 
 def _det_batch(num_classes: int, with_mask: bool):
@@ -42,9 +65,9 @@ def _cls_batch(num_classes: int):
                 data_samples=[sample])
 
 
-@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: str(p.relative_to(ROOT / 'configs')))
+@pytest.mark.parametrize('path', CONFIGS, ids=_config_id)
 def test_config_builds_and_trains_one_step(path):
-    cfg = Config.fromfile(str(path))
+    cfg = load_config(path)
     scope = cfg.get('default_scope', 'mmdet')
     with DefaultScope.overwrite_default_scope(scope):
         init_default_scope(scope)
@@ -78,3 +101,50 @@ def test_config_builds_and_trains_one_step(path):
         total.backward()
         grads = [p.grad for p in model.backbone.parameters() if p.requires_grad]
         assert grads and any(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def _local_bases(path: Path) -> list:
+    """The files in configs/ that ``path`` inherits, directly or not
+    (upstream ``package::`` bases left out)."""
+    bases = []
+    for node in ast.parse(path.read_text()).body:
+        targets = [getattr(t, 'id', None) for t in getattr(node, 'targets', ())]
+        if targets == ['_base_']:
+            names = ast.literal_eval(node.value)
+            for name in [names] if isinstance(names, str) else names:
+                if '::' not in name:
+                    base = (path.parent / name).resolve()
+                    bases += [base] + _local_bases(base)
+    return bases
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=_config_id)
+def test_backbone_comes_from_one_fragment(path):
+    fragments = set(_local_bases(path)) & set(FRAGMENTS)
+    if _config_id(path) in OWN_BACKBONE:
+        assert not fragments
+        return
+    assert len(fragments) == 1, f'backbone fragments inherited: {sorted(map(str, fragments))}'
+    fragment = load_config(fragments.pop())
+    cfg = load_config(path)
+    built = cfg.model.backbone
+    assert built.type == fragment.backbone.type
+    # the fragment chooses the variant; an arch dict is a reduced (demo) or ImageNet layout
+    assert built.arch == fragment.backbone.arch or isinstance(built.arch, dict)
+    assert cfg.backbone == fragment.backbone and cfg.backbone_channels == fragment.backbone_channels
+
+
+def test_no_config_copies_a_fragment():
+    """No file in configs/ but the fragments names a backbone type or a
+    fragment's output channels (reduced demo backbones have their own)."""
+    fragments = [load_config(p) for p in FRAGMENTS]
+    assert fragments
+    types = {f.backbone.type for f in fragments}
+    channels = {str(f.backbone_channels) for f in fragments}
+    pattern = re.compile(r"type=['\"](%s)['\"]|(%s)" % (
+        '|'.join(map(re.escape, types)), '|'.join(map(re.escape, channels))))
+    copies = [f'{_config_id(p)}: {m.group(0)}'
+              for p in sorted((ROOT / 'configs').rglob('*.py'))
+              if p.parent != FRAGMENT_DIR and _config_id(p) not in OWN_BACKBONE
+              for m in pattern.finditer(p.read_text())]
+    assert not copies, copies

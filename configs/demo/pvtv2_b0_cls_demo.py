@@ -1,7 +1,8 @@
 # ImageClassifier + PVTv2-b0 on the embedded demo shapes: object crops written by
 # tools/make_demo_data.py to data/demo/cls/{train,val}/<class>/*.png (ImageNet folder layout).
 # Trains from scratch on the CPU in a few minutes and reports top-1 accuracy.
-_base_ = ['mmpretrain::_base_/default_runtime.py', '../_base_/vattn_runtime.py']
+_base_ = ['mmpretrain::_base_/default_runtime.py', '../_base_/vattn_runtime.py',
+          '../_base_/backbones/pvtv2_b0.py']
 
 data_root = 'data/demo/cls'
 image_size = 64
@@ -11,9 +12,10 @@ model = dict(
     type='ImageClassifier',
     data_preprocessor=dict(num_classes=num_classes, mean=[123.675, 116.28, 103.53],
                            std=[58.395, 57.12, 57.375], to_rgb=True),
-    backbone=dict(type='PVTv2', arch='b0', out_indices=(3, ), drop_path_rate=0.0),
+    backbone=dict(_base_.backbone, out_indices=(3, ), drop_path_rate=0.0, init_cfg=None),
     neck=dict(type='GlobalAveragePooling'),
-    head=dict(type='LinearClsHead', num_classes=num_classes, in_channels=256,
+    head=dict(type='LinearClsHead', num_classes=num_classes,
+              in_channels=_base_.backbone_channels[-1],
               loss=dict(type='CrossEntropyLoss', loss_weight=1.0), topk=(1, )))
 
 train_pipeline = [

@@ -4,6 +4,7 @@ _base_ = [
     'mmseg::_base_/models/upernet_r50.py',
     'mmseg::_base_/default_runtime.py',
     '../_base_/vattn_runtime.py',
+    '../_base_/backbones/pvtv2_b0.py',
 ]
 
 data_root = 'data/demo/ade/'
@@ -16,11 +17,11 @@ norm_cfg = dict(type='BN', requires_grad=True)
 model = dict(
     data_preprocessor=dict(size=crop_size),
     pretrained=None,
-    backbone=dict(
-        _delete_=True, type='PVTv2', arch='b0', drop_path_rate=0.0, init_cfg=None),
+    backbone=dict(_base_.backbone, _delete_=True, drop_path_rate=0.0, init_cfg=None),
     decode_head=dict(
-        in_channels=[32, 64, 160, 256], channels=128, num_classes=5, norm_cfg=norm_cfg),
-    auxiliary_head=dict(in_channels=160, channels=64, num_classes=5, norm_cfg=norm_cfg))
+        in_channels=_base_.backbone_channels, channels=128, num_classes=5, norm_cfg=norm_cfg),
+    auxiliary_head=dict(in_channels=_base_.backbone_channels[2], channels=64, num_classes=5,
+                        norm_cfg=norm_cfg))
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
