@@ -10,8 +10,8 @@ _base_ = [
     'mmpretrain::_base_/datasets/imagenet_bs64_swin_224.py',
     'mmpretrain::_base_/schedules/imagenet_bs1024_adamw_swin.py',
     'mmpretrain::_base_/default_runtime.py',
+    './vattn_runtime.py',
 ]
-custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
 
 model = dict(
     type='ImageClassifier',
