@@ -120,7 +120,8 @@ def test_peg_equals_official():
 # ------------------------------------------------ gradients and sizes, literal refs
 def grads_match(ours, theirs, our_params: dict, official_sd: dict, key_map: dict,
                 inputs, tol: float = 1e-9):
-    """Forward and d/d(input, every parameter) of ``sum(out * g)`` agree."""
+    """Forward and d/d(input, every parameter) of ``sum(out * g)`` agree;
+    the official biases we leave out get no gradient."""
     assert (ours - theirs).abs().max() <= tol * max(1., theirs.abs().max().item())
     g = torch.randn_like(theirs)
     (ours * g).sum().backward()
@@ -131,15 +132,17 @@ def grads_match(ours, theirs, our_params: dict, official_sd: dict, key_map: dict
         expected = official_sd[official_key].grad.reshape(our_params[our_key].shape)
         torch.testing.assert_close(our_params[our_key].grad, expected, rtol=tol, atol=tol,
                                    msg=lambda m: f'{our_key}: {m}')
+    for key in CANCELLED_BIASES & set(official_sd):
+        assert official_sd[key].grad.abs().max() <= tol, key
 
 
-MH_KEYS = {'trans_dims.weight': 'in_proj.weight', 'trans_dims.bias': 'in_proj.bias',
-           'linear_0.weight': 'memory_k.weight', 'linear_0.bias': 'memory_k.bias',
+# official biases the softmax over tokens cancels; ours leaves them out
+CANCELLED_BIASES = {'trans_dims.bias', 'linear_0.bias', 'conv1.bias'}
+MH_KEYS = {'trans_dims.weight': 'in_proj.weight', 'linear_0.weight': 'memory_k.weight',
            'linear_1.weight': 'memory_v.weight', 'linear_1.bias': 'memory_v.bias',
            'proj.weight': 'proj.weight', 'proj.bias': 'proj.bias'}
-SEG_KEYS = {'conv1.weight': 'in_proj.weight', 'conv1.bias': 'in_proj.bias',
-            'conv2.0.weight': 'proj.weight', 'conv2.1.weight': 'norm.weight',
-            'conv2.1.bias': 'norm.bias'}
+SEG_KEYS = {'conv1.weight': 'in_proj.weight', 'conv2.0.weight': 'proj.weight',
+            'conv2.1.weight': 'norm.weight', 'conv2.1.bias': 'norm.bias'}
 
 
 # the official modules accept any size too; these include 1x1 and 1-wide maps
@@ -179,6 +182,20 @@ def test_peg_gradients_and_sizes(hw):
     x_ref = x.detach().clone().requires_grad_()
     grads_match(x + peg(x, hw), literal_peg(sd, x_ref, hw), dict(peg.named_parameters()), sd,
                 {'proj.0.weight': 'weight', 'proj.0.bias': 'bias'}, (x, x_ref))
+
+
+@pytest.mark.parametrize('name', ['external_attention_mh', 'external_attention'])
+def test_official_input_and_memory_biases_never_reach_the_output(name):
+    rec = case(name)
+    sd, x = rec['checkpoint'], rec['input']
+    moved = {k: v + 3 * torch.randn_like(v) if k in CANCELLED_BIASES else v
+             for k, v in sd.items()}
+    literal = literal_ea_seg if name == 'external_attention' else \
+        lambda sd, x: literal_eamlp(sd, x, num_heads=2)
+    torch.testing.assert_close(literal(moved, x), literal(sd, x), rtol=1e-5, atol=1e-5)
+    assert not CANCELLED_BIASES.isdisjoint(sd)
+    assert not {'in_proj.bias', 'memory_k.bias'} & set(
+        ExternalAttention.convert_official_state_dict(sd))
 
 
 def test_external_attention_normalises_over_tokens_then_slots():
@@ -240,6 +257,8 @@ def test_bad_arguments_are_clear_errors():
         ExternalAttention(32, num_slots=0)
     with pytest.raises(ValueError, match=r'attn_drop must be in \[0, 1\)'):
         ExternalAttention(32, attn_drop=1.)
+    with pytest.raises(ValueError, match=r'proj_drop must be in \[0, 1\)'):
+        ExternalAttention(32, proj_drop=-0.1)
     with pytest.raises(ValueError, match='tie_memories=True .* needs memory_bias=False'):
         ExternalAttention(32, tie_memories=True)
     mh = case('external_attention_mh')['checkpoint']
@@ -247,6 +266,8 @@ def test_bad_arguments_are_clear_errors():
         ExternalAttention.from_official({'weight': torch.zeros(1)}, dim=32)
     with pytest.raises(KeyError, match="unexpected key 'head.weight'"):
         ExternalAttention.convert_official_state_dict({**mh, 'head.weight': torch.zeros(1)})
+    with pytest.raises(TypeError, match="official seg module needs its constructor argument 'c'"):
+        ExternalAttention.from_official(case('external_attention')['checkpoint'], dim=64)
     with pytest.raises(TypeError, match=r"unknown official multi_head arguments \['coef'\]"):
         ExternalAttention.from_official(mh, dim=32, num_heads=2, coef=4)
     peg_sd = case('cpvt_peg')['checkpoint']

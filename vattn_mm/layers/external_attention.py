@@ -23,6 +23,8 @@ _OFFICIAL_PREFIXES = {
                    'linear_1.': 'memory_v.', 'proj.': 'proj.'},
     'seg': {'conv1.': 'in_proj.', 'conv2.0.': 'proj.', 'conv2.1.': 'norm.'},
 }
+#: official biases that never reach the output (see :class:`ExternalAttention`)
+_CANCELLED_BIASES = ('trans_dims.bias', 'conv1.bias', 'linear_0.bias')
 
 
 @register_mixer
@@ -30,18 +32,23 @@ class ExternalAttention(nn.Module):
     """Tokens attend to ``num_slots`` learned memory slots shared by all
     inputs instead of to each other.
 
-    ``in_proj`` maps C to ``expansion * C`` channels, split into
-    ``expansion * num_heads`` heads of ``C // num_heads`` channels.  Per head,
-    ``memory_k`` (a Linear ``head_dims -> num_slots`` shared by the heads)
-    gives slot logits; they are normalised twice: a softmax over the TOKENS
-    (each slot distributes over the map), then each token's slot weights are
-    divided by their sum (``eps`` + l1 over the slots).  ``memory_v``
-    (``num_slots -> head_dims``; with ``tie_memories`` the transposed
-    ``memory_k`` weight) reads the slots back, the heads are
+    ``in_proj`` (no bias) maps C to ``expansion * C`` channels, split into
+    ``expansion * num_heads`` heads of ``C // num_heads`` channels.  Per
+    head, ``memory_k`` (a bias-free Linear ``head_dims -> num_slots`` shared
+    by the heads) gives slot logits; they are normalised twice: a softmax
+    over the TOKENS (each slot distributes over the map), then each token's
+    slot weights are divided by their sum (``eps`` + l1 over the slots).
+    ``memory_v`` (``num_slots -> head_dims``; with ``tie_memories`` the
+    transposed ``memory_k`` weight) reads the slots back, the heads are
     concatenated and ``proj`` maps them to C, followed by ``norm`` if
     ``norm_cfg`` is given.  The softmax runs over the query axis, so this is
     not a key-softmax attention that ``scaled_dot_product_attention`` could
     compute; it is two matrix products.
+
+    The official modules' ``in_proj`` and ``memory_k`` biases are left out:
+    they shift each slot's logit by the same amount for every token, which
+    the softmax over tokens cancels, so they never change the output (and
+    get zero gradients).
 
     Cost: ``O(N * expansion * C * num_slots)`` time and an
     ``N x heads x num_slots`` weight tensor, linear in the tokens N.  Every
@@ -51,7 +58,7 @@ class ExternalAttention(nn.Module):
     Official forms (:meth:`from_official` converts both):
 
     * EAMLP's multi-head ``Attention``: the defaults (``expansion`` 4, 64
-      slots, biases, no norm).
+      slots, ``memory_v`` and ``proj`` biases, no norm).
     * The segmentation head's ``External_attention(c)``:
       ``expansion=1, num_heads=1, memory_bias=False, proj_bias=False,
       tie_memories=True, norm_cfg=dict(type='BN')`` (its 1x1 convs are the
@@ -69,7 +76,7 @@ class ExternalAttention(nn.Module):
         expansion: ``in_proj`` widens C by this factor (EAMLP ``coef``); it
             also multiplies the heads, so ``head_dims = C // num_heads``.
         num_slots: memory size S (official: 64, fixed).
-        memory_bias: biases of ``memory_k`` / ``memory_v``.
+        memory_bias: bias of ``memory_v``.
         tie_memories: one memory: ``memory_v`` is ``memory_k``'s transposed
             weight (needs ``memory_bias=False``).
         proj_bias: bias of ``proj``.
@@ -77,13 +84,15 @@ class ExternalAttention(nn.Module):
             ``SyncBN``) normalise the (B, C, H, W) map view, other norms
             (``LN``) the tokens.
         attn_drop: dropout on the normalised slot weights (training only).
+        proj_drop: dropout on the output (training only).
         eps: added to the l1 sums over slots (official 1e-9).
     """
 
     def __init__(self, embed_dims: int, num_heads: int = 1,
                  expansion: int = OFFICIAL_EXPANSION, num_slots: int = OFFICIAL_SLOTS,
                  memory_bias: bool = True, proj_bias: bool = True, tie_memories: bool = False,
-                 norm_cfg: Optional[dict] = None, attn_drop: float = 0., eps: float = 1e-9):
+                 norm_cfg: Optional[dict] = None, attn_drop: float = 0., proj_drop: float = 0.,
+                 eps: float = 1e-9):
         super().__init__()
         if num_heads < 1 or embed_dims % num_heads:
             raise ValueError(f'ExternalAttention: embed_dims {embed_dims} is not divisible '
@@ -93,8 +102,9 @@ class ExternalAttention(nn.Module):
                              f'got {expansion!r}')
         if num_slots < 1:
             raise ValueError(f'ExternalAttention: num_slots must be >= 1, got {num_slots}')
-        if not 0. <= attn_drop < 1.:
-            raise ValueError(f'ExternalAttention: attn_drop must be in [0, 1), got {attn_drop}')
+        for name, p in (('attn_drop', attn_drop), ('proj_drop', proj_drop)):
+            if not 0. <= p < 1.:
+                raise ValueError(f'ExternalAttention: {name} must be in [0, 1), got {p}')
         if tie_memories and memory_bias:
             raise ValueError('ExternalAttention: tie_memories=True shares one weight between '
                              'the memories and needs memory_bias=False')
@@ -102,12 +112,13 @@ class ExternalAttention(nn.Module):
         self.head_dims = embed_dims // num_heads
         self.eps = eps
         inner = expansion * embed_dims
-        self.in_proj = nn.Linear(embed_dims, inner)
-        self.memory_k = nn.Linear(self.head_dims, num_slots, bias=memory_bias)
+        self.in_proj = nn.Linear(embed_dims, inner, bias=False)
+        self.memory_k = nn.Linear(self.head_dims, num_slots, bias=False)
         self.memory_v = None if tie_memories else nn.Linear(num_slots, self.head_dims,
                                                             bias=memory_bias)
         self.attn_drop = nn.Dropout(attn_drop)
         self.proj = nn.Linear(inner, embed_dims, bias=proj_bias)
+        self.proj_drop = nn.Dropout(proj_drop)
         self.norm = build_norm_layer(norm_cfg, embed_dims)[1] if norm_cfg else None
 
     def slot_weights(self, x: torch.Tensor) -> torch.Tensor:
@@ -129,7 +140,7 @@ class ExternalAttention(nn.Module):
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
         b, n, _ = x.shape
         out = self.read_slots(self.attn_drop(self.slot_weights(x)))
-        out = self.proj(out.reshape(b, n, self.heads * self.head_dims))
+        out = self.proj_drop(self.proj(out.reshape(b, n, self.heads * self.head_dims)))
         if self.norm is None:
             return out
         if isinstance(self.norm, _BatchNorm):
@@ -153,13 +164,15 @@ class ExternalAttention(nn.Module):
     def convert_official_state_dict(cls, official_sd: Mapping[str, torch.Tensor]
                                     ) -> dict[str, torch.Tensor]:
         """Our state dict from an official module's: keys renamed, the seg
-        module's 1x1 Conv1d / Conv2d kernels flattened to Linear weights and
-        its tied memory taken from ``linear_1`` (what the official module
-        holds after loading: ``linear_0``'s entry is overwritten)."""
+        module's 1x1 Conv1d / Conv2d kernels flattened to Linear weights, its
+        tied memory taken from ``linear_1`` (what the official module holds
+        after loading: ``linear_0``'s entry is overwritten), and the biases
+        the softmax over tokens cancels (``trans_dims`` / ``conv1`` and
+        ``linear_0`` biases) dropped."""
         form = cls.official_form(official_sd)
         prefixes = _OFFICIAL_PREFIXES[form]
         ours = {}
-        official_sd = dict(official_sd)
+        official_sd = {k: v for k, v in official_sd.items() if k not in _CANCELLED_BIASES}
         if form == 'seg':
             for key in ('linear_0.weight', 'linear_1.weight'):
                 if key not in official_sd:
@@ -181,18 +194,22 @@ class ExternalAttention(nn.Module):
     def from_official(cls, official_sd: Mapping[str, torch.Tensor], **official_args
                       ) -> 'ExternalAttention':
         """Our module with an official module's weights, built from the
-        official constructor arguments: ``dim, num_heads`` (plus the ignored
-        ``qkv_bias, qk_scale, proj_drop`` and ``attn_drop``) for EAMLP's
+        official constructor arguments: ``dim, num_heads, attn_drop,
+        proj_drop`` (and the unused ``qkv_bias, qk_scale``) for EAMLP's
         ``Attention``, ``c`` for ``External_attention`` (whose BN becomes
         ``norm_cfg=dict(type='BN')``; its residual and ReLU stay outside)."""
         form = cls.official_form(official_sd)
         args = dict(official_args)
+        needed = 'dim' if form == 'multi_head' else 'c'
+        if needed not in args:
+            raise TypeError(f'ExternalAttention.from_official: the official {form} module '
+                            f'needs its constructor argument {needed!r}')
         if form == 'multi_head':
             dims, heads = args.pop('dim'), args.pop('num_heads', 8)
-            attn_drop = args.pop('attn_drop', 0.)
-            for unused in ('qkv_bias', 'qk_scale', 'proj_drop'):
+            kwargs = dict(embed_dims=dims, num_heads=heads, attn_drop=args.pop('attn_drop', 0.),
+                          proj_drop=args.pop('proj_drop', 0.))
+            for unused in ('qkv_bias', 'qk_scale'):
                 args.pop(unused, None)
-            kwargs = dict(embed_dims=dims, num_heads=heads, attn_drop=attn_drop)
         else:
             kwargs = dict(embed_dims=args.pop('c'), num_heads=1, expansion=1,
                           memory_bias=False, proj_bias=False, tie_memories=True,
