@@ -17,6 +17,9 @@ from .pooling_attention import (P2T_POOL_RATIOS, PyramidPoolingAttention, make_p
                                 pooled_size)
 from .position import ConvPosEnc
 from .quadtree_attention import QuadtreeAttention, coarse_to_fine_attention
+# EANet external attention and CPVT's PEG
+from .external_attention import ExternalAttention
+from .peg import PEG
 
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
@@ -28,4 +31,5 @@ __all__ = [
     'ConvPosEnc', 'FocalModulation', 'HiLoAttention', 'BiasedDeformConv2d',
     'DeformableTokenMerging', 'MLP', 'GlobalSelfAttention', 'MultiScaleDilatedAttention',
     'dilated_local_attention',
+    'ExternalAttention', 'PEG',
 ]
