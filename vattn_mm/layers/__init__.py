@@ -17,6 +17,8 @@ from .pooling_attention import (P2T_POOL_RATIOS, PyramidPoolingAttention, make_p
                                 pooled_size)
 from .position import ConvPosEnc
 from .quadtree_attention import QuadtreeAttention, coarse_to_fine_attention
+from .rest_attention import EfficientMultiHeadAttention
+from .mvit_attention import MultiScalePoolingAttention, rel_pos_table
 
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
@@ -28,4 +30,5 @@ __all__ = [
     'ConvPosEnc', 'FocalModulation', 'HiLoAttention', 'BiasedDeformConv2d',
     'DeformableTokenMerging', 'MLP', 'GlobalSelfAttention', 'MultiScaleDilatedAttention',
     'dilated_local_attention',
+    'EfficientMultiHeadAttention', 'MultiScalePoolingAttention', 'rel_pos_table',
 ]
