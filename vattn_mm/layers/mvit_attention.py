@@ -114,7 +114,7 @@ class MultiScalePoolingAttention(nn.Module):
         if num_heads < 1 or embed_dims % num_heads:
             raise ValueError(f'MultiScalePoolingAttention: embed_dims {embed_dims} is not '
                              f'divisible by num_heads {num_heads}')
-        if int(input_size) != input_size or input_size < 1:
+        if not isinstance(input_size, int) or input_size < 1:
             raise ValueError(f'MultiScalePoolingAttention: input_size must be a positive '
                              f'int (the side of a square token grid), got {input_size!r}')
         kernel_q, kernel_kv = _pair(kernel_q, 'kernel_q'), _pair(kernel_kv, 'kernel_kv')
