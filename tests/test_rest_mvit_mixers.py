@@ -235,6 +235,7 @@ def test_mvit_pooling_attention_equals_the_official_fixture():
         ref, ref_hw = pooling_attention_reference(
             rec['input'], hw, rec['checkpoint'], 2, 3, 2, 3, 4, cls=True)
     assert_outputs_match([ref], rec['outputs'])
+    assert ref_hw == q_hw
 
 
 @pytest.mark.parametrize('cfg, hw', [

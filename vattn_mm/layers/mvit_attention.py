@@ -63,9 +63,11 @@ class MultiScalePoolingAttention(nn.Module):
     (eps 1e-6).  Logits ``(q * head_dim ** -0.5) k^T`` get the decomposed
     relative positions ``q . R_h[dh] + q . R_w[dw]`` (offsets scaled by the
     grid ratio of q and k); after softmax-attention the pooled q is added per
-    head to the spatial tokens (residual pooling) before the output projection.  Attention runs
-    through :func:`torch.nn.functional.scaled_dot_product_attention` with the
-    positions as an additive mask (cost O(N N' C), N' = N / stride_kv^2).
+    head to the spatial tokens (residual pooling) before the output
+    projection.  Attention runs through
+    :func:`torch.nn.functional.scaled_dot_product_attention` with the
+    positions as an additive mask (cost O(N N' C) time and O(heads N N')
+    memory for the mask, N' = N / stride_kv^2).
 
     In a pyramid stage use ``stride_q = 1`` (the default): the mixer returns
     as many tokens as it gets (MViT downsamples by q pooling, TokenPyramid's
