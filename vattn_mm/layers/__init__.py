@@ -20,6 +20,8 @@ from .quadtree_attention import QuadtreeAttention, coarse_to_fine_attention
 # EANet external attention and CPVT's PEG
 from .external_attention import ExternalAttention
 from .peg import PEG
+from .rest_attention import EfficientMultiHeadAttention
+from .mvit_attention import MultiScalePoolingAttention, rel_pos_table
 
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
@@ -32,4 +34,5 @@ __all__ = [
     'DeformableTokenMerging', 'MLP', 'GlobalSelfAttention', 'MultiScaleDilatedAttention',
     'dilated_local_attention',
     'ExternalAttention', 'PEG',
+    'EfficientMultiHeadAttention', 'MultiScalePoolingAttention', 'rel_pos_table',
 ]
