@@ -1,5 +1,6 @@
 """Reusable layers: patch embeddings / stems, token mixers, position modules,
 FFNs, blocks, and the builders that make them from configs."""
+from .agent_attention import AgentAttention
 from .attention import SpatialReductionAttention, merge_heads, split_heads
 from .block import LayerScale, TokenBlock, residual_add
 from .builder import (MIXERS, build_layer, build_mixer, build_position, build_shared,
@@ -17,6 +18,7 @@ from .pooling_attention import (P2T_POOL_RATIOS, PyramidPoolingAttention, make_p
                                 pooled_size)
 from .position import ConvPosEnc
 from .quadtree_attention import QuadtreeAttention, coarse_to_fine_attention
+from .shifted_window_attention import ShiftedWindowAttention
 
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
@@ -28,4 +30,5 @@ __all__ = [
     'ConvPosEnc', 'FocalModulation', 'HiLoAttention', 'BiasedDeformConv2d',
     'DeformableTokenMerging', 'MLP', 'GlobalSelfAttention', 'MultiScaleDilatedAttention',
     'dilated_local_attention',
+    'AgentAttention', 'ShiftedWindowAttention',
 ]
