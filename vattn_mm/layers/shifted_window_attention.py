@@ -2,7 +2,7 @@
 Vision Transformer using Shifted Windows", Liu et al., arXiv:2103.14030)."""
 from __future__ import annotations
 
-from typing import Mapping, Union
+from typing import Mapping, Optional, Union
 
 import torch
 import torch.nn.functional as F
@@ -77,7 +77,7 @@ class ShiftedWindowAttention(nn.Module):
 
     def __init__(self, embed_dims: int, num_heads: int, window_size: int = 7,
                  shift_size: Union[int, str] = 0, qkv_bias: bool = True,
-                 qk_scale: float = None, attn_drop: float = 0.):
+                 qk_scale: Optional[float] = None, attn_drop: float = 0.):
         super().__init__()
         if embed_dims % num_heads:
             raise ValueError(f'ShiftedWindowAttention: embed_dims {embed_dims} is not '
@@ -145,18 +145,19 @@ class ShiftedWindowAttention(nn.Module):
         if s:
             x = torch.roll(x, (-s, -s), dims=(1, 2))
         hg, wg = hp // m, wp // m
-        # (B, Hp, Wp, C) -> (B, windows, M*M, C), windows and their tokens row-major
-        windows = x.view(b, hg, m, wg, m, c).transpose(2, 3).reshape(b, hg * wg, m * m, c)
-        q, k, v = self.qkv(windows).view(b, hg * wg, m * m, 3, self.num_heads, c // self.num_heads) \
-            .permute(3, 0, 1, 4, 2, 5)  # each (B, windows, heads, M*M, d)
+        # (B, Hp, Wp, C) -> (B * windows, M*M, C), windows and their tokens row-major
+        windows = x.view(b, hg, m, wg, m, c).transpose(2, 3).reshape(b * hg * wg, m * m, c)
+        q, k, v = self.qkv(windows).view(-1, m * m, 3, self.num_heads, c // self.num_heads) \
+            .permute(2, 0, 3, 1, 4)  # each (B * windows, heads, M*M, d)
         bias = self.relative_position_bias_table[self.relative_position_index].permute(2, 0, 1)
         if s:
-            bias = bias + self.region_mask((hp, wp), x.device).to(bias.dtype)
+            # (windows, heads, M*M, M*M) repeated over the batch (windows are batch-major)
+            bias = (bias + self.region_mask((hp, wp), x.device).to(bias.dtype)).repeat(b, 1, 1, 1)
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=bias.to(q.dtype), scale=self.scale,
             dropout_p=self.attn_drop if self.training else 0.)
-        # (B, windows, heads, M*M, d) -> (B, Hp, Wp, C)
-        out = out.transpose(2, 3).reshape(b, hg, wg, m, m, c).transpose(2, 3).reshape(b, hp, wp, c)
+        # (B * windows, heads, M*M, d) -> (B, Hp, Wp, C)
+        out = out.transpose(1, 2).reshape(b, hg, wg, m, m, c).transpose(2, 3).reshape(b, hp, wp, c)
         if s:
             out = torch.roll(out, (s, s), dims=(1, 2))
         out = self.proj(out[:, :h, :w].reshape(b, n, c))
