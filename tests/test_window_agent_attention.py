@@ -91,7 +91,8 @@ def test_swin_equals_official_block():
     rec = load_case(SWIN_CASE)
     sd, arch = rec['checkpoint'], rec['arch']
     m = swin_from_case(rec)
-    hw, c, s, ms = tuple(arch['input_resolution']), arch['dim'], arch['shift_size'], arch['window_size']
+    hw, c = tuple(arch['input_resolution']), arch['dim']
+    s, ms = arch['shift_size'], arch['window_size']
 
     def norm(t, name):
         return F.layer_norm(t, (c,), sd[f'{name}.weight'], sd[f'{name}.bias'])
@@ -103,12 +104,14 @@ def test_swin_equals_official_block():
         hidden = F.gelu(F.linear(norm(y, 'norm2'), sd['mlp.fc1.weight'], sd['mlp.fc1.bias']))
         y = y + F.linear(hidden, sd['mlp.fc2.weight'], sd['mlp.fc2.bias'])
     assert_matches(y, rec['outputs'][0], 'block output')
-    # the attention branch in the shifted frame, windows row-major: the official WindowAttention output
+    # the attention branch in the shifted frame, windows row-major = official WindowAttention output
     shifted = torch.roll(branch.view(1, *hw, c), (-s, -s), dims=(1, 2))
-    windows = shifted.view(1, hw[0] // ms, ms, hw[1] // ms, ms, c).transpose(2, 3).reshape(-1, ms * ms, c)
+    windows = shifted.view(1, hw[0] // ms, ms, hw[1] // ms, ms, c).transpose(2, 3)
+    windows = windows.reshape(-1, ms * ms, c)
     assert_matches(windows, rec['extra_outputs']['attn_windows'], 'attention windows')
     # the region mask equals the official buffer
-    torch.testing.assert_close(m.region_mask(hw, x.device).squeeze(1), sd['attn_mask'], rtol=0, atol=0)
+    torch.testing.assert_close(m.region_mask(hw, x.device).squeeze(1), sd['attn_mask'],
+                               rtol=0, atol=0)
 
 
 def test_swin_loads_official_buffers_strictly():
@@ -121,8 +124,8 @@ def test_swin_loads_official_buffers_strictly():
     torch.testing.assert_close(m.relative_position_index, attn['relative_position_index'])
 
 
-@pytest.mark.parametrize('hw, window, shift', [((14, 14), 7, 3), ((10, 13), 7, 3), ((5, 8), 3, 1),
-                                               ((4, 6), 3, 0)],
+@pytest.mark.parametrize('hw, window, shift',
+                         [((14, 14), 7, 3), ((10, 13), 7, 3), ((5, 8), 3, 1), ((4, 6), 3, 0)],
                          ids=['official', 'pad7-shift3', 'pad3-shift1', 'pad3-noshift'])
 def test_swin_gradients_and_any_size(hw, window, shift):
     torch.manual_seed(0)

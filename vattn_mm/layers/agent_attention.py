@@ -74,8 +74,9 @@ class AgentAttention(nn.Module):
     def stage_defaults(stage: int) -> dict:
         """Agent-PVT's settings: 9 / 16 / 49 / 49 agents resized to the grids of
         its detection configs (12 / 16 / 28 / 28 squared), biases for 224 x 224
-        training, no spatial reduction (the released models use agent attention
-        in every stage)."""
+        training, no spatial reduction.  The released models use agent
+        attention in every stage (``attn_type='AAAA'``, ``agent_sr_ratios``
+        '1111'), so there is no plain-attention stage to stand in for."""
         stage = min(stage, 3)
         return dict(agent_num=AGENT_PVT_AGENT_NUM[stage],
                     agent_shape=AGENT_PVT_AGENT_SHAPES[stage],

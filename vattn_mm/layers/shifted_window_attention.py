@@ -104,7 +104,8 @@ class ShiftedWindowAttention(nn.Module):
         self._masks: dict = {}  # (Hp, Wp, device) -> region mask of the shifted padded map
 
     def extra_repr(self) -> str:
-        return f'heads={self.num_heads}, window_size={self.window_size}, shift_size={self.shift_size}'
+        return (f'heads={self.num_heads}, window_size={self.window_size}, '
+                f'shift_size={self.shift_size}')
 
     # ------------------------------------------------------------ weights
     #: official keys that are recomputed here: WindowAttention's index buffer and
@@ -116,7 +117,8 @@ class ShiftedWindowAttention(nn.Module):
         """Official Swin ``WindowAttention`` state dict (the ``attn.`` part of a
         ``SwinTransformerBlock``) -> ours: the same keys (``qkv``, ``proj``,
         ``relative_position_bias_table``) with the recomputed buffers dropped."""
-        return {k: v for k, v in state_dict.items() if k.rsplit('.', 1)[-1] not in cls.official_buffers}
+        return {k: v for k, v in state_dict.items()
+                if k.rsplit('.', 1)[-1] not in cls.official_buffers}
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         # official checkpoints carry the recomputed buffers: accept and drop them
