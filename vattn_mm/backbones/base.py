@@ -155,7 +155,8 @@ def build_stage(index: int, spec: StageSpec) -> PyramidStage:
     blocks = [
         TokenBlock(
             dims,
-            None if spec.mixer is None else build_mixer(spec.mixer, dims, spec.num_heads, index),
+            None if spec.mixer is None
+            else build_mixer(spec.mixer, dims, spec.num_heads, index, block=j),
             build_layer(spec.ffn, 'FFN', **ffn_args),
             drop_path=drop_path[j], norm_cfg=dict(spec.norm_cfg),
             layer_scale=spec.layer_scale, post_norm=spec.post_norm,

@@ -1,5 +1,6 @@
 """Reusable layers: patch embeddings / stems, token mixers, position modules,
 FFNs, blocks, and the builders that make them from configs."""
+from .agent_attention import AgentAttention
 from .attention import SpatialReductionAttention, merge_heads, split_heads
 from .block import LayerScale, TokenBlock, residual_add
 from .builder import (MIXERS, build_layer, build_mixer, build_position, build_shared,
@@ -22,6 +23,7 @@ from .external_attention import ExternalAttention
 from .peg import PEG
 from .rest_attention import EfficientMultiHeadAttention
 from .mvit_attention import MultiScalePoolingAttention, rel_pos_table
+from .shifted_window_attention import ShiftedWindowAttention
 
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
@@ -35,4 +37,5 @@ __all__ = [
     'dilated_local_attention',
     'ExternalAttention', 'PEG',
     'EfficientMultiHeadAttention', 'MultiScalePoolingAttention', 'rel_pos_table',
+    'AgentAttention', 'ShiftedWindowAttention',
 ]

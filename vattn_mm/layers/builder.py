@@ -10,6 +10,9 @@ attributes a mixer may define:
 * ``stage_defaults(stage) -> dict``: hyper-parameters the mixer's paper uses
   in stage ``stage`` (0 = stride 4) of a four-stage pyramid, e.g. the
   spatial-reduction ratios 8/4/2/1; a config's own values win.
+* ``block_defaults(block) -> dict``: hyper-parameters for block ``block``
+  (0 = first) of a stage, over the stage defaults, e.g. Swin's shift in odd
+  blocks only; a config's own values win.
 * ``build_shared(embed_dims, **cfg) -> nn.Module`` and ``shared_name``: a
   module every block of the stage shares (P2T's pooling convs); the stage
   owns it under ``shared_name`` and passes it to each mixer call.
@@ -67,12 +70,16 @@ def _accepts(cls: type, name: str) -> bool:
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def mixer_kwargs(cfg: Cfg, embed_dims: int, num_heads: Optional[int], stage: int) -> dict:
-    """Constructor arguments of the mixer ``cfg`` in stage ``stage``: the
-    mixer's stage defaults, then the config, with ``embed_dims`` and (if the
-    mixer takes it) ``num_heads`` filled in."""
+def mixer_kwargs(cfg: Cfg, embed_dims: int, num_heads: Optional[int], stage: int,
+                 block: int = 0) -> dict:
+    """Constructor arguments of the mixer ``cfg`` in block ``block`` of stage
+    ``stage``: the mixer's stage defaults, its block defaults, then the
+    config, with ``embed_dims`` and (if the mixer takes it) ``num_heads``
+    filled in."""
     cls = registered_class(cfg, 'mixer')
     defaults = cls.stage_defaults(stage) if hasattr(cls, 'stage_defaults') else {}
+    if hasattr(cls, 'block_defaults'):
+        defaults = {**defaults, **cls.block_defaults(block)}
     kwargs = {**defaults, **{k: copy.deepcopy(v) for k, v in cfg.items() if k != 'type'}}
     kwargs['embed_dims'] = embed_dims
     if num_heads is not None and 'num_heads' not in kwargs and _accepts(cls, 'num_heads'):
@@ -81,10 +88,10 @@ def mixer_kwargs(cfg: Cfg, embed_dims: int, num_heads: Optional[int], stage: int
 
 
 def build_mixer(cfg: Cfg, embed_dims: int, num_heads: Optional[int] = None,
-                stage: int = 0) -> nn.Module:
+                stage: int = 0, block: int = 0) -> nn.Module:
     """A token mixer from its config (see the module docstring)."""
     cls = registered_class(cfg, 'mixer')
-    return cls(**mixer_kwargs(cfg, embed_dims, num_heads, stage))
+    return cls(**mixer_kwargs(cfg, embed_dims, num_heads, stage, block))
 
 
 def build_shared(cfg: Cfg, embed_dims: int, num_heads: Optional[int] = None,

@@ -1,0 +1,166 @@
+"""Shifted-window attention (Swin Transformer, "Swin Transformer: Hierarchical
+Vision Transformer using Shifted Windows", Liu et al., arXiv:2103.14030)."""
+from __future__ import annotations
+
+from typing import Mapping, Optional, Union
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .builder import register_mixer
+from .patch_embed import Size
+
+#: logit added between tokens of different regions of the shifted map (Swin's value, not -inf)
+REGION_MASK_VALUE = -100.0
+
+
+def relative_position_index(window_size: int) -> torch.Tensor:
+    """(M*M, M*M) index into the (2M-1)^2 bias table for query i, key j of an
+    M x M window (tokens row-major): ``(dy + M - 1) * (2M - 1) + dx + M - 1``
+    with ``(dy, dx)`` = position of the query minus that of the key."""
+    m = window_size
+    coords = torch.stack(torch.meshgrid(torch.arange(m), torch.arange(m), indexing='ij')).flatten(1)
+    rel = coords[:, :, None] - coords[:, None, :] + (m - 1)  # (2, M*M, M*M), in [0, 2M-2]
+    return rel[0] * (2 * m - 1) + rel[1]
+
+
+def shifted_window_mask(hw: Size, window_size: int, shift_size: int) -> torch.Tensor:
+    """(windows, M*M, M*M) additive mask of the cyclically shifted ``hw`` map
+    (sides multiples of the window): 0 between tokens of the same region, -100
+    between regions that the roll brought together."""
+    h, w = hw
+    m, s = window_size, shift_size
+    label = torch.zeros(h, w)
+    region = 0
+    for rows in (slice(0, -m), slice(-m, -s), slice(-s, None)):
+        for cols in (slice(0, -m), slice(-m, -s), slice(-s, None)):
+            label[rows, cols] = region
+            region += 1
+    windows = label.view(h // m, m, w // m, m).transpose(1, 2).reshape(-1, m * m)
+    different = windows[:, :, None] != windows[:, None, :]
+    return different.float() * REGION_MASK_VALUE
+
+
+@register_mixer
+class ShiftedWindowAttention(nn.Module):
+    """Multi-head self-attention inside non-overlapping ``window_size`` x
+    ``window_size`` windows (W-MSA) with a learned relative position bias;
+    with ``shift_size > 0`` the map is first rolled by ``-shift_size`` on
+    both axes and tokens from regions that were not adjacent before the roll
+    are masked apart (-100 added to their logits), then rolled back (SW-MSA).
+
+    Any map size: the map is zero-padded at the bottom / right to a multiple
+    of the window (as Swin's detection / segmentation backbones do, padded
+    tokens are not masked) and the output cropped back; the region mask is
+    built for the padded size and cached per size.  Cost:
+    ``O(H * W * M^2 * C)`` for M x M windows, linear in the number of tokens.
+
+    In a pyramid Swin alternates W-MSA and SW-MSA: :meth:`block_defaults`
+    gives ``shift_size=0`` to even and ``window_size // 2`` to odd blocks of a
+    stage; a ``shift_size`` in the config applies to every block.
+
+    Args:
+        embed_dims: token channels.
+        num_heads: heads; ``embed_dims`` must be divisible by it.
+        window_size: window side ``M``.
+        shift_size: cyclic shift ``S`` in ``[0, M)``; ``'half'`` = ``M // 2``.
+        qkv_bias: bias of the query / key / value projection.
+        qk_scale: logit scale; None: ``head_dim ** -0.5``.
+        attn_drop: dropout on the attention weights (training only).
+    """
+
+    @staticmethod
+    def block_defaults(block: int) -> dict:
+        """Swin's alternation: W-MSA in even blocks, SW-MSA (half-window shift) in odd ones."""
+        return dict(shift_size='half' if block % 2 else 0)
+
+    def __init__(self, embed_dims: int, num_heads: int, window_size: int = 7,
+                 shift_size: Union[int, str] = 0, qkv_bias: bool = True,
+                 qk_scale: Optional[float] = None, attn_drop: float = 0.):
+        super().__init__()
+        if embed_dims % num_heads:
+            raise ValueError(f'ShiftedWindowAttention: embed_dims {embed_dims} is not '
+                             f'divisible by num_heads {num_heads}')
+        if window_size < 1:
+            raise ValueError(f'ShiftedWindowAttention: window_size must be >= 1, got {window_size}')
+        if shift_size == 'half':
+            shift_size = window_size // 2
+        if not isinstance(shift_size, int) or not 0 <= shift_size < window_size:
+            raise ValueError(f'ShiftedWindowAttention: shift_size must be an int in [0, '
+                             f'window_size={window_size}) or "half", got {shift_size!r}')
+        self.num_heads = num_heads
+        self.window_size = window_size
+        self.shift_size = shift_size
+        self.scale = qk_scale or (embed_dims // num_heads) ** -0.5
+        self.attn_drop = attn_drop
+        self.relative_position_bias_table = nn.Parameter(
+            torch.zeros((2 * window_size - 1) ** 2, num_heads))
+        nn.init.trunc_normal_(self.relative_position_bias_table, std=.02)
+        self.register_buffer('relative_position_index', relative_position_index(window_size),
+                             persistent=False)
+        self.qkv = nn.Linear(embed_dims, 3 * embed_dims, bias=qkv_bias)
+        self.proj = nn.Linear(embed_dims, embed_dims)
+        self._masks: dict = {}  # (Hp, Wp, device) -> region mask of the shifted padded map
+
+    def extra_repr(self) -> str:
+        return (f'heads={self.num_heads}, window_size={self.window_size}, '
+                f'shift_size={self.shift_size}')
+
+    # ------------------------------------------------------------ weights
+    #: official keys that are recomputed here: WindowAttention's index buffer and
+    #: SwinTransformerBlock's mask buffer
+    official_buffers = ('relative_position_index', 'attn_mask')
+
+    @classmethod
+    def convert_official_state_dict(cls, state_dict: Mapping[str, torch.Tensor]) -> dict:
+        """Official Swin ``WindowAttention`` state dict (the ``attn.`` part of a
+        ``SwinTransformerBlock``) -> ours: the same keys (``qkv``, ``proj``,
+        ``relative_position_bias_table``) with the recomputed buffers dropped."""
+        return {k: v for k, v in state_dict.items()
+                if k.rsplit('.', 1)[-1] not in cls.official_buffers}
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # official checkpoints carry the recomputed buffers: accept and drop them
+        for name in self.official_buffers:
+            state_dict.pop(prefix + name, None)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    # ------------------------------------------------------------ forward
+    def region_mask(self, hw: Size, device: torch.device) -> torch.Tensor:
+        """Cached (windows, 1, M*M, M*M) mask of the shifted padded map ``hw``."""
+        key = (*hw, device)
+        if key not in self._masks:
+            self._masks[key] = shifted_window_mask(
+                hw, self.window_size, self.shift_size).unsqueeze(1).to(device)
+        return self._masks[key]
+
+    def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
+        b, n, c = x.shape
+        h, w = hw
+        m, s = self.window_size, self.shift_size
+        x = x.reshape(b, h, w, c)
+        pad_b, pad_r = -h % m, -w % m
+        if pad_b or pad_r:
+            x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
+        hp, wp = h + pad_b, w + pad_r
+        if s:
+            x = torch.roll(x, (-s, -s), dims=(1, 2))
+        hg, wg = hp // m, wp // m
+        # (B, Hp, Wp, C) -> (B * windows, M*M, C), windows and their tokens row-major
+        windows = x.view(b, hg, m, wg, m, c).transpose(2, 3).reshape(b * hg * wg, m * m, c)
+        q, k, v = self.qkv(windows).view(-1, m * m, 3, self.num_heads, c // self.num_heads) \
+            .permute(2, 0, 3, 1, 4)  # each (B * windows, heads, M*M, d)
+        bias = self.relative_position_bias_table[self.relative_position_index].permute(2, 0, 1)
+        if s:
+            # (windows, heads, M*M, M*M) repeated over the batch (windows are batch-major)
+            bias = (bias + self.region_mask((hp, wp), x.device).to(bias.dtype)).repeat(b, 1, 1, 1)
+        out = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=bias.to(q.dtype), scale=self.scale,
+            dropout_p=self.attn_drop if self.training else 0.)
+        # (B * windows, heads, M*M, d) -> (B, Hp, Wp, C)
+        out = out.transpose(1, 2).reshape(b, hg, wg, m, m, c).transpose(2, 3).reshape(b, hp, wp, c)
+        if s:
+            out = torch.roll(out, (s, s), dims=(1, 2))
+        out = self.proj(out[:, :h, :w].reshape(b, n, c))
+        return out
