@@ -16,6 +16,7 @@ from vattn_mm.layers.patch_embed import map_to_tokens, tokens_to_map
 from .golden import GOLDEN, assert_outputs_match, load_case
 
 CASES = {'efficientvit_litemla': True, 'efficientvit_litemla_quadratic': False}
+MATMULS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default)
 
 
 def official_case(name: str) -> tuple[dict, dict]:
@@ -128,10 +129,16 @@ def test_linear_branch_never_builds_a_token_by_token_tensor():
     assert not [s for _, s, _ in rec_large.outputs if s.count(n) >= 2]
     with torch.no_grad():   # the linear result equals the N x N form
         assert_outputs_match([out], [reference(rec['checkpoint'], x, arch['dim'])], tol=1e-5)
-    # the recorder does see the score matrix of the quadratic branch (N = 6 <= dim)
-    with ShapeRecorder() as rec_small, torch.no_grad():
-        run_map(module, torch.randn(1, 32, 2, 3))
-    assert [s for _, s, _ in rec_small.outputs if s[-2:] == (6, 6)]
+    # the official switch: N = dim = 8 tokens still take the quadratic form,
+    # whose score matrix the recorder sees (and the linear form has none)
+    assert not module.is_linear(8) and module.is_linear(9)
+    for hw, quadratic in (((1, 8), True), ((3, 4), False)):
+        n = hw[0] * hw[1]
+        with ShapeRecorder() as rec_small, torch.no_grad():
+            run_map(module, torch.randn(1, 32, *hw))
+        scores = [s for func, s, _ in rec_small.outputs
+                  if func in MATMULS and s[-2:] == (n, n)]
+        assert bool(scores) is quadratic, hw
 
 
 def test_attention_runs_in_float32_under_autocast():
@@ -142,8 +149,7 @@ def test_attention_runs_in_float32_under_autocast():
         ref = run_map(module, x)
         with ShapeRecorder() as recorder, torch.autocast('cpu', dtype=torch.bfloat16):
             low = run_map(module, x)
-    matmuls = {dtype for func, _, dtype in recorder.outputs
-               if func in (torch.ops.aten.bmm.default, torch.ops.aten.mm.default)}
+    matmuls = {dtype for func, _, dtype in recorder.outputs if func in MATMULS}
     convs = {dtype for func, _, dtype in recorder.outputs
              if func is torch.ops.aten.convolution.default}
     assert matmuls == {torch.float32} and convs == {torch.bfloat16}
@@ -166,6 +172,8 @@ def test_heads_from_the_pyramid_or_head_dims():
     assert (explicit.heads, explicit.head_dims) == (3, 8)
     tokens = torch.randn(2, 35, 48)
     assert mixer(tokens, (5, 7)).shape == tokens.shape
+    on_meta = mixer.to('meta')(tokens.to('meta'), (5, 7))   # shape-only analysis runs
+    assert on_meta.shape == tokens.shape
 
 
 def test_bad_arguments_are_clear_errors():

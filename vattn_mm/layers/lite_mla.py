@@ -3,6 +3,7 @@ Linear Attention for High-Resolution Dense Prediction", Cai et al., ICCV 2023,
 arXiv:2205.14756)."""
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import torch
@@ -169,9 +170,10 @@ class LiteMLA(nn.Module):
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         """ReLU-kernel attention of (B, heads, N, d) q, k, v in at least
         float32 with autocast off; the result in the dtype of ``v``."""
-        dtype = v.dtype
+        dtype, device = v.dtype, v.device.type
         compute = torch.promote_types(dtype, torch.float32)
-        with torch.autocast(v.device.type, enabled=False):
+        autocast_on = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
+        with torch.autocast(device, enabled=False) if autocast_on else nullcontext():
             q = self.kernel_func(q.to(compute))
             k = self.kernel_func(k.to(compute))
             form = relu_linear_attention if self.is_linear(q.shape[2]) \
