@@ -93,9 +93,9 @@ class LiteMLA(nn.Module):
     N <= ``head_dims`` tokens takes the quadratic form (same values, cheaper
     there).  There is no softmax, so ``scaled_dot_product_attention`` does
     not apply.  The attention runs in float32 (float64 stays float64) with
-    autocast off: the official code runs its matmuls in the incoming half
-    precision and only the division in float32, where the sums over tokens
-    of ``k^T v`` can overflow float16.  Any map size works (the convs pad
+    autocast off.  The official code runs the matmuls in the incoming half
+    precision and only the division in float32; in float16 the sums over
+    tokens in ``k^T v`` can overflow.  Any map size works (the convs pad
     "same"), as in the official module.
 
     Heads: ``num_heads`` (from the pyramid) gives ``embed_dims // num_heads``
