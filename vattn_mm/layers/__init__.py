@@ -12,6 +12,7 @@ from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
 from .ffn import MLP, ConvFFN
 from .focal_modulation import FocalModulation
 from .hilo import HiLoAttention
+from .lite_mla import LiteMLA, relu_linear_attention, relu_quadratic_attention
 from .patch_embed import (ConvStem, NonOverlapPatchEmbed, OverlapPatchEmbed, map_to_tokens,
                           tokens_to_map)
 from .pooling_attention import (P2T_POOL_RATIOS, PyramidPoolingAttention, make_pool_convs,
@@ -38,4 +39,5 @@ __all__ = [
     'ExternalAttention', 'PEG',
     'EfficientMultiHeadAttention', 'MultiScalePoolingAttention', 'rel_pos_table',
     'AgentAttention', 'ShiftedWindowAttention',
+    'LiteMLA', 'relu_linear_attention', 'relu_quadratic_attention',
 ]
