@@ -17,7 +17,9 @@ MICRO = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4], mlp_ratios=[2,
              depths=[1, 2, 1, 1])
 EXPECTED_MIXERS = {
     'SpatialReductionAttention', 'PyramidPoolingAttention', 'QuadtreeAttention',
-    'HiLoAttention', 'MultiScaleDilatedAttention', 'GlobalSelfAttention', 'FocalModulation'}
+    'HiLoAttention', 'MultiScaleDilatedAttention', 'GlobalSelfAttention', 'FocalModulation',
+    'AgentAttention', 'EfficientMultiHeadAttention', 'ExternalAttention', 'LiteMLA',
+    'MultiScalePoolingAttention', 'ShiftedWindowAttention'}
 
 
 def micro(mixer, **kwargs) -> TokenPyramid:

@@ -9,21 +9,20 @@ from .conv import DepthwiseConv2d, TokenMapConv2d, is_token_map
 from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
 from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
                                 dilated_local_attention)
+from .external_attention import ExternalAttention
 from .ffn import MLP, ConvFFN
 from .focal_modulation import FocalModulation
 from .hilo import HiLoAttention
 from .lite_mla import LiteMLA, relu_linear_attention, relu_quadratic_attention
+from .mvit_attention import MultiScalePoolingAttention, rel_pos_table
 from .patch_embed import (ConvStem, NonOverlapPatchEmbed, OverlapPatchEmbed, map_to_tokens,
                           tokens_to_map)
+from .peg import PEG
 from .pooling_attention import (P2T_POOL_RATIOS, PyramidPoolingAttention, make_pool_convs,
                                 pooled_size)
 from .position import ConvPosEnc
 from .quadtree_attention import QuadtreeAttention, coarse_to_fine_attention
-# EANet external attention and CPVT's PEG
-from .external_attention import ExternalAttention
-from .peg import PEG
 from .rest_attention import EfficientMultiHeadAttention
-from .mvit_attention import MultiScalePoolingAttention, rel_pos_table
 from .shifted_window_attention import ShiftedWindowAttention
 
 __all__ = [
