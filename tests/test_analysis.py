@@ -2,7 +2,6 @@
 tools/analysis/benchmark.py on a micro backbone (one real run) and its
 reports (tools/analysis/benchlib.py)."""
 import csv
-import importlib.util
 import json
 import os
 import sys
@@ -12,12 +11,17 @@ import pytest
 
 from vattn_mm.analysis import spec_complexity
 
+from .tools import TOOLS as TOOLS_ROOT, load_tool
+
 ROOT = Path(__file__).resolve().parents[1]
-TOOLS = ROOT / 'tools' / 'analysis'
-# the scripts import benchlib as a sibling (their folder is sys.path[0] when run)
-sys.path.insert(0, str(TOOLS))
-from benchlib import (Case, Row, markdown, parse_shape, plot, read_csv,  # noqa: E402
-                      run_case, write_csv)
+TOOLS = TOOLS_ROOT / 'analysis'
+benchlib = load_tool('analysis/benchlib.py')
+Case, Row, markdown, parse_shape = (benchlib.Case, benchlib.Row, benchlib.markdown,
+                                    benchlib.parse_shape)
+plot, read_csv, run_case, write_csv = (benchlib.plot, benchlib.read_csv, benchlib.run_case,
+                                       benchlib.write_csv)
+GET_FLOPS = load_tool('analysis/get_flops.py')
+BENCHMARK = load_tool('analysis/benchmark.py')
 
 DEMO_CONFIG = ROOT / 'configs' / 'demo' / 'pvtv2_b0_upernet_demo.py'
 
@@ -30,15 +34,8 @@ def _workers_import_this_checkout(monkeypatch):
         filter(None, [str(ROOT), os.environ.get('PYTHONPATH')])))
 
 
-def _tool(name):
-    spec = importlib.util.spec_from_file_location(name, TOOLS / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_get_flops_on_a_config(capsys):
-    assert _tool('get_flops').main([str(DEMO_CONFIG), '--shape', '64', '--depth', '1']) == 0
+    assert GET_FLOPS.main([str(DEMO_CONFIG), '--shape', '64', '--depth', '1']) == 0
     out = capsys.readouterr().out
     cx = spec_complexity(str(DEMO_CONFIG), (64, 64))
     assert f'Params: {cx.params / 1e6:.2f} M' in out
@@ -52,7 +49,7 @@ def test_get_flops_on_a_config(capsys):
 
 
 def test_get_flops_on_a_backbone_paper_convention(capsys):
-    assert _tool('get_flops').main(['PVTv2:b2', '--imagenet']) == 0
+    assert GET_FLOPS.main(['PVTv2:b2', '--imagenet']) == 0
     out = capsys.readouterr().out
     assert 'Params: 25.36 M' in out and 'FLOPs (multiply-adds): 4.027 G' in out
     assert '1x3x224x224' in out
@@ -60,12 +57,12 @@ def test_get_flops_on_a_backbone_paper_convention(capsys):
 
 def test_get_flops_rejects_bad_input(capsys):
     with pytest.raises(SystemExit):
-        _tool('get_flops').main([])
+        GET_FLOPS.main([])
     with pytest.raises(SystemExit):
-        _tool('get_flops').main(['PVTv2:b0', '--shape', '1', '2', '3'])
-    assert _tool('get_flops').main([str(DEMO_CONFIG), '--imagenet']) == 2
+        GET_FLOPS.main(['PVTv2:b0', '--shape', '1', '2', '3'])
+    assert GET_FLOPS.main([str(DEMO_CONFIG), '--imagenet']) == 2
     assert '(--imagenet) applies to backbone specs' in capsys.readouterr().err
-    assert _tool('get_flops').main(['Swin:tiny']) == 2
+    assert GET_FLOPS.main(['Swin:tiny']) == 2
     assert "unknown backbone family 'Swin'" in capsys.readouterr().err
 
 
@@ -74,7 +71,7 @@ def test_benchmark_tool_on_a_micro_backbone_and_config(tmp_path, capsys):
     iteration): the CSV, markdown table and plot are written and the numbers
     are sane."""
     config = ROOT / 'configs' / 'demo' / 'pvtv2_b0_maskrcnn_demo.py'
-    rc = _tool('benchmark').main(['PVTv2:b0', str(config), '--shapes', '64x64', '--iters', '1',
+    rc = BENCHMARK.main(['PVTv2:b0', str(config), '--shapes', '64x64', '--iters', '1',
                                   '--warmup', '0', '--threads', '1', '--no-progress',
                                   '--modes', 'fwd', 'train', 'train_cp',
                                   '--out-dir', str(tmp_path), '--name', 'micro'])
@@ -155,7 +152,7 @@ def test_merge_runs(tmp_path, capsys):
     stale.load1 = 9.0
     write_csv([train, _row('P2T:small', '512x512', 380, 160, 0.55), stale],
               tmp_path / 'train.csv')
-    tool = _tool('benchmark')
+    tool = BENCHMARK
     assert tool.main(['--merge', str(tmp_path / 'fwd.csv'), str(tmp_path / 'train.csv'),
                       '--out-dir', str(tmp_path), '--name', 'all']) == 0
     rows = read_csv(tmp_path / 'all.csv')
@@ -201,8 +198,7 @@ def test_peak_memory_sees_a_transient_buffer():
     as 64 MiB (not more: memory freed before the block does not count)."""
     import subprocess
 
-    from benchlib import memory_worker_env
-    env = memory_worker_env()
+    env = benchlib.memory_worker_env()
     env['PYTHONPATH'] = os.pathsep.join([str(TOOLS), env['PYTHONPATH']])
     res = subprocess.run([sys.executable, '-c', PEAK_PROBE], capture_output=True, text=True,
                          env=env, timeout=120)
@@ -216,7 +212,7 @@ def test_peak_memory_sees_a_transient_buffer():
 def test_peak_memory_refuses_a_process_without_mmap_malloc(monkeypatch):
     """Started without the malloc settings, glibc's free heap chunks would
     count as resident: PeakMemory says so instead of overstating."""
-    from benchlib import MMAP_MALLOC_ENV, PeakMemory
+    MMAP_MALLOC_ENV, PeakMemory = benchlib.MMAP_MALLOC_ENV, benchlib.PeakMemory
     for key in MMAP_MALLOC_ENV:
         monkeypatch.delenv(key, raising=False)
     with pytest.raises(RuntimeError, match='MALLOC_MMAP_THRESHOLD_'):

@@ -25,12 +25,12 @@ then ``AdaptiveAvgPool1d(1)``), so the reference per family is, with
 * dilateformer: ``outputs[3]`` are the classifier's own stage-4 block outputs ->
   ``head(mean(layer_norm(outputs[3], norm.weight, norm.bias, eps=1e-6)))``.
 """
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
+from .tools import load_tool
 from .golden import (assert_outputs_match, case_paths, load_case, official_arch,
                     write_released)
 from mmengine.config import Config
@@ -46,15 +46,8 @@ FAMILIES = sorted(released_families())
 NOT_ARCH = ('out_indices', 'cls_focal_windows')
 
 
-def _tool(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / 'tools' / f'{name}.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-CONVERT = _tool('convert_checkpoint')
-EXPORT = _tool('export_to_mmpretrain')
+CONVERT = load_tool('convert_checkpoint.py')
+EXPORT = load_tool('export_to_mmpretrain.py')
 
 
 def fixture_arch(rec: dict) -> dict:

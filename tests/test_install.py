@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from golden import case_paths, load_case, official_arch, write_released
 from mmengine.config import Config
 
 from vattn_mm.analysis import spec_complexity
 from vattn_mm.checkpoint.export import build_classifier
+
+from .golden import case_paths, load_case, official_arch, write_released
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / 'vattn_mm'
