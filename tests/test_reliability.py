@@ -349,7 +349,7 @@ def test_untrusted_checkpoint_refused_until_trusted(tmp_path, monkeypatch):
     torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': CustomMeta()}, custom)
     for load in (load_checkpoint_file, load_runner_checkpoint):  # pretrained; SafeRunner's
         with pytest.raises(UntrustedCheckpointError,
-                           match=rf'needs test_reliability.CustomMeta.*--trust-checkpoint '
+                           match=rf'needs tests\.test_reliability\.CustomMeta.*--trust-checkpoint '
                                  rf'{custom}.*{TRUST_ENV}={custom}'):
             load(str(custom))
     marker = tmp_path / 'code_ran'
