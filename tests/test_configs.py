@@ -20,12 +20,6 @@ CONFIGS = sorted(p for p in (ROOT / 'configs').rglob('*.py') if '_base_' not in 
 FRAGMENT_DIR = ROOT / 'configs' / '_base_' / 'backbones'
 # one fragment per variant; <family>_common.py holds what a family's fragments share
 FRAGMENTS = sorted(p for p in FRAGMENT_DIR.glob('*.py') if not p.stem.endswith('_common'))
-#: configs that spell their backbone out, and why
-OWN_BACKBONE = {
-    'demo/pvtv2_b0_maskrcnn_demo.py':
-        'the Mask R-CNN demo recipe, inherited by the other demos next to their own fragment; '
-        'mmengine merges no two bases that define the same key, so it cannot take one itself',
-}
 
 
 @functools.lru_cache(maxsize=None)
@@ -121,9 +115,6 @@ def _local_bases(path: Path) -> list:
 @pytest.mark.parametrize('path', CONFIGS, ids=_config_id)
 def test_backbone_comes_from_one_fragment(path):
     fragments = set(_local_bases(path)) & set(FRAGMENTS)
-    if _config_id(path) in OWN_BACKBONE:
-        assert not fragments
-        return
     assert len(fragments) == 1, f'backbone fragments inherited: {sorted(map(str, fragments))}'
     fragment = load_config(fragments.pop())
     cfg = load_config(path)
@@ -145,6 +136,6 @@ def test_no_config_copies_a_fragment():
         '|'.join(map(re.escape, types)), '|'.join(map(re.escape, channels))))
     copies = [f'{_config_id(p)}: {m.group(0)}'
               for p in sorted((ROOT / 'configs').rglob('*.py'))
-              if p.parent != FRAGMENT_DIR and _config_id(p) not in OWN_BACKBONE
+              if p.parent != FRAGMENT_DIR
               for m in pattern.finditer(p.read_text())]
     assert not copies, copies

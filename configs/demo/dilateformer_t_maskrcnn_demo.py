@@ -5,7 +5,7 @@
 # depths 1/1/2/1 (2.1M parameters instead of 16.7M), so it trains about as fast as
 # PVTv2-b0; dropping the `arch` override gives DilateFormer-T, about 4x slower.
 # Trained from scratch, so the stem's BatchNorm trains too (norm_eval=False).
-_base_ = ['./pvtv2_b0_maskrcnn_demo.py', '../_base_/backbones/dilateformer_t.py']
+_base_ = ['../_base_/maskrcnn_demo.py', '../_base_/backbones/dilateformer_t.py']
 model = dict(
     backbone=dict(
         _base_.backbone, _delete_=True, drop_path_rate=0.0, norm_eval=False, init_cfg=None,

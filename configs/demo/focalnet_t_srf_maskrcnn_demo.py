@@ -2,7 +2,7 @@
 # tiny_srf design (2 focal levels, windows 3, 4x4 patch stem) at 1/3 of its
 # width and depth (dims 32/64/128/256, depths 1/1/2/1) so that it trains from
 # scratch on the CPU in a few minutes, like the PVTv2-b0 demo it inherits from.
-_base_ = ['./pvtv2_b0_maskrcnn_demo.py', '../_base_/backbones/focalnet_t_srf.py']
+_base_ = ['../_base_/maskrcnn_demo.py', '../_base_/backbones/focalnet_t_srf.py']
 model = dict(
     backbone=dict(
         _base_.backbone, _delete_=True, drop_path_rate=0.0, init_cfg=None,

@@ -3,7 +3,7 @@
 # at 48/96/192/384 channels and depths 1/1/2/1) on the embedded demo shapes
 # (tools/make_demo_data.py): the PVTv2-b0 demo with the backbone swapped; trains
 # from scratch on the CPU.
-_base_ = ['./pvtv2_b0_maskrcnn_demo.py', '../_base_/backbones/litv2_s.py']
+_base_ = ['../_base_/maskrcnn_demo.py', '../_base_/backbones/litv2_s.py']
 model = dict(
     backbone=dict(
         _base_.backbone, _delete_=True, drop_path_rate=0.0, init_cfg=None,
