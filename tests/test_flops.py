@@ -11,7 +11,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.flop_counter import FlopCounterMode
 
-from vattn_mm.analysis import (build_backbone, build_target, count_complexity,
+from vattn_mm.analysis import (build_spec, build_target, count_complexity,
                                model_complexity, spec_complexity)
 from vattn_mm.analysis.reference import PUBLISHED, agrees, published_precision
 from vattn_mm.backbones.quadtree import CLS_TOPKS
@@ -200,12 +200,12 @@ def test_deformable_merging_counted_as_its_convolution_and_restored():
 
 
 def test_imagenet_settings_used_for_the_paper_convention():
-    quadtree = build_backbone('QuadTree:b0', imagenet=True)
+    quadtree = build_spec('QuadTree:b0', imagenet=True)
     assert quadtree.backbone.stages[0].blocks[0].attn.topks == CLS_TOPKS
-    focal = build_backbone('FocalNet:tiny_srf', imagenet=True)
+    focal = build_spec('FocalNet:tiny_srf', imagenet=True)
     assert focal.backbone.stages[0].blocks[0].attn.kernel_sizes == [3, 5]
     assert focal.head.in_features == 768 and focal.head.out_features == 1000
-    dense = build_backbone('FocalNet:tiny_srf')
+    dense = build_spec('FocalNet:tiny_srf')
     assert dense.stages[0].blocks[0].attn.kernel_sizes == [9, 11]
 
 

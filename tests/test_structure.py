@@ -19,11 +19,7 @@ def subpackage(module: str) -> str:
 def imported_modules(path: Path) -> set[str]:
     """Every vattn_mm module ``path`` imports, at module level or inside a
     function (a lazy import is still a dependency)."""
-    module = '.'.join(path.relative_to(PACKAGE.parent).with_suffix('').parts)
-    package = module if path.name == '__init__.py' else module.rsplit('.', 1)[0]
-    if path.name == '__init__.py':
-        module = module.removesuffix('.__init__')
-        package = module
+    package = '.'.join(path.parent.relative_to(PACKAGE.parent).parts)
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):

@@ -12,8 +12,7 @@ from mmengine.registry import MODELS, DefaultScope
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..backbones import PyramidBackbone, backbone_class, registered_backbones
-from ..backbones import build_backbone as build_registered_backbone
+from ..backbones import PyramidBackbone, build_backbone, registered_backbones
 from ..utils.launch import replace_sync_bn
 from .complexity import Complexity, count_complexity
 
@@ -45,8 +44,8 @@ def is_backbone_spec(spec: str) -> bool:
     return ':' in spec and not osp.exists(spec)
 
 
-def build_backbone(spec: str, *, imagenet: bool = False, with_cp: bool = False,
-                   device: Union[str, torch.device] = 'cpu') -> nn.Module:
+def build_spec(spec: str, *, imagenet: bool = False, with_cp: bool = False,
+               device: Union[str, torch.device] = 'cpu') -> nn.Module:
     """Build ``'Family:arch'`` (e.g. ``'PVTv2:b2'``, ``'FocalNet:tiny_srf'``,
     ``'TokenPyramid:b1'``).
 
@@ -59,14 +58,13 @@ def build_backbone(spec: str, *, imagenet: bool = False, with_cp: bool = False,
     if family not in families:
         raise ValueError(f'unknown backbone family {family!r} in {spec!r}; choose one of '
                          f'{sorted(families)} (e.g. PVTv2:b2) or give a config file')
-    cls = backbone_class(family)
+    cls = families[family]
     if arch.lower() not in cls.arch_zoo:
         raise ValueError(f'{family} has no arch {arch!r}; choose one of {sorted(cls.arch_zoo)}')
     kwargs: dict[str, Any] = dict(with_cp=with_cp)
     if imagenet:
         kwargs['out_indices'] = (-1, )
-    backbone = build_registered_backbone(family, arch, imagenet=imagenet, device=device,
-                                         **kwargs)
+    backbone = build_backbone(family, arch, imagenet=imagenet, device=device, **kwargs)
     if imagenet:
         with torch.device(device):
             return ImageNetClassifier(backbone)
@@ -126,9 +124,9 @@ def build_config_model(path: str, *, with_cp: bool = False,
 def build_target(spec: str, *, imagenet: bool = False, with_cp: bool = False,
                  device: Union[str, torch.device] = 'cpu') -> Target:
     """A backbone spec (``'PVTv2:b2'``) or a config path, see
-    :func:`build_backbone` and :func:`build_config_model`."""
+    :func:`build_spec` and :func:`build_config_model`."""
     if is_backbone_spec(spec):
-        model = build_backbone(spec, imagenet=imagenet, with_cp=with_cp, device=device)
+        model = build_spec(spec, imagenet=imagenet, with_cp=with_cp, device=device)
         return Target(spec, model, model)
     if imagenet:
         raise ValueError('imagenet=True (--imagenet) applies to backbone specs '

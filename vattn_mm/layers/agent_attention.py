@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from torch import nn
 
-from .attention import merge_heads, split_heads
+from .attention import check_heads, merge_heads, split_heads
 from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -89,9 +89,7 @@ class AgentAttention(nn.Module):
                  norm_cfg: dict = dict(type='LN', eps=1e-5)):
         super().__init__()
         name = type(self).__name__
-        if embed_dims % num_heads:
-            raise ValueError(f'{name}: embed_dims {embed_dims} is not divisible by '
-                             f'num_heads {num_heads}')
+        check_heads(name, embed_dims, num_heads)
         pool = math.isqrt(agent_num) if agent_num > 0 else 0
         if pool < 1 or pool * pool != agent_num:
             raise ValueError(f'{name}: agent_num must be a positive square (the agents '

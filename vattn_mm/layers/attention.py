@@ -11,6 +11,14 @@ from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
+def check_heads(owner: str, embed_dims: int, num_heads: int) -> None:
+    """Raise a ``ValueError`` naming ``owner`` unless ``num_heads`` is
+    positive and divides ``embed_dims``."""
+    if num_heads < 1 or embed_dims % num_heads:
+        raise ValueError(f'{owner}: embed_dims {embed_dims} is not divisible by '
+                         f'num_heads {num_heads}')
+
+
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """(B, N, C) -> (B, heads, N, C // heads)."""
     b, n, c = x.shape
@@ -45,9 +53,7 @@ class SpatialReductionAttention(nn.Module):
                  attn_drop: float = 0., proj_drop: float = 0.,
                  norm_cfg: dict = dict(type='LN', eps=1e-5)):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'embed_dims {embed_dims} is not divisible by '
-                             f'num_heads {num_heads}')
+        check_heads(type(self).__name__, embed_dims, num_heads)
         self.num_heads = num_heads
         self.attn_drop = attn_drop
         self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)

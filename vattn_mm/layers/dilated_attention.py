@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import merge_heads, split_heads
+from .attention import check_heads, merge_heads, split_heads
 from .builder import register_mixer
 from .patch_embed import Size
 
@@ -187,9 +187,7 @@ class GlobalSelfAttention(nn.Module):
                  qk_scale: Optional[float] = None, attn_drop: float = 0.,
                  proj_drop: float = 0.):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'GlobalSelfAttention: embed_dims {embed_dims} is not '
-                             f'divisible by num_heads {num_heads}')
+        check_heads(type(self).__name__, embed_dims, num_heads)
         self.num_heads = num_heads
         self.scale = qk_scale
         self.attn_drop = attn_drop

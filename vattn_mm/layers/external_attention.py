@@ -10,6 +10,7 @@ from mmcv.cnn import build_norm_layer
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
+from .attention import check_heads
 from .builder import register_mixer
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
@@ -94,9 +95,7 @@ class ExternalAttention(nn.Module):
                  norm_cfg: Optional[dict] = None, attn_drop: float = 0., proj_drop: float = 0.,
                  eps: float = 1e-9):
         super().__init__()
-        if num_heads < 1 or embed_dims % num_heads:
-            raise ValueError(f'ExternalAttention: embed_dims {embed_dims} is not divisible '
-                             f'by num_heads {num_heads}')
+        check_heads(type(self).__name__, embed_dims, num_heads)
         if not isinstance(expansion, int) or expansion < 1:
             raise ValueError(f'ExternalAttention: expansion must be an integer >= 1, '
                              f'got {expansion!r}')

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import merge_heads, split_heads
+from .attention import check_heads, merge_heads, split_heads
 from .builder import register_mixer
 from .patch_embed import Size
 
@@ -49,9 +49,7 @@ class HiLoAttention(nn.Module):
     def __init__(self, embed_dims: int, num_heads: int, window_size: int = 2,
                  alpha: float = 0.5, qkv_bias: bool = True, attn_drop: float = 0.):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'HiLoAttention: embed_dims {embed_dims} is not divisible '
-                             f'by num_heads {num_heads}')
+        check_heads(type(self).__name__, embed_dims, num_heads)
         if window_size < 1:
             raise ValueError(f'HiLoAttention: window_size must be >= 1, got {window_size}')
         if not 0. <= alpha <= 1.:

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from torch import nn
 
-from .attention import merge_heads
+from .attention import check_heads, merge_heads
 from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -126,9 +126,7 @@ class LiteMLA(nn.Module):
                  kernel_cfg: Cfg = dict(type='ReLU'), eps: float = 1e-15):
         super().__init__()
         if head_dims is None:
-            if num_heads < 1 or embed_dims % num_heads:
-                raise ValueError(f'LiteMLA: embed_dims {embed_dims} is not divisible by '
-                                 f'num_heads {num_heads}')
+            check_heads(type(self).__name__, embed_dims, num_heads)
             head_dims, base_heads = embed_dims // num_heads, num_heads
         elif head_dims < 1:
             raise ValueError(f'LiteMLA: head_dims must be >= 1, got {head_dims}')

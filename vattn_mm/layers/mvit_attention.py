@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import merge_heads, split_heads
+from .attention import check_heads, merge_heads, split_heads
 from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -113,9 +113,7 @@ class MultiScalePoolingAttention(nn.Module):
                  residual_pooling: bool = True, norm_eps: float = 1e-6,
                  attn_drop: float = 0.):
         super().__init__()
-        if num_heads < 1 or embed_dims % num_heads:
-            raise ValueError(f'MultiScalePoolingAttention: embed_dims {embed_dims} is not '
-                             f'divisible by num_heads {num_heads}')
+        check_heads(type(self).__name__, embed_dims, num_heads)
         if not isinstance(input_size, int) or input_size < 1:
             raise ValueError(f'MultiScalePoolingAttention: input_size must be a positive '
                              f'int (the side of a square token grid), got {input_size!r}')

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from torch import nn
 
-from .attention import merge_heads, split_heads
+from .attention import check_heads, merge_heads, split_heads
 from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, tokens_to_map
@@ -80,9 +80,7 @@ class PyramidPoolingAttention(nn.Module):
     def __init__(self, embed_dims: int, num_heads: int, pool_ratios: Sequence[float],
                  qkv_bias: bool = True, norm_cfg: dict = dict(type='LN', eps=1e-5)):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'embed_dims {embed_dims} is not divisible by '
-                             f'num_heads {num_heads}')
+        check_heads(type(self).__name__, embed_dims, num_heads)
         if not pool_ratios or any(r <= 0 for r in pool_ratios):
             raise ValueError(f'pool_ratios must be a non-empty list of positive '
                              f'numbers, got {list(pool_ratios)}')

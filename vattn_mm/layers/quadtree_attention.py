@@ -27,6 +27,7 @@ from torch import nn
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
+from .attention import check_heads
 from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -346,9 +347,7 @@ class QuadtreeAttention(nn.Module):
                  value_act_cfg: Optional[dict] = dict(type='ReLU'),
                  proj_drop: float = 0.):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'embed_dims {embed_dims} is not divisible by '
-                             f'num_heads {num_heads}')
+        check_heads(type(self).__name__, embed_dims, num_heads)
         if attn_type not in ('A', 'B'):
             raise ValueError(f"attn_type must be 'A' or 'B', got {attn_type!r}")
         if num_levels < 1 or len(topks) < num_levels:

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import merge_heads, split_heads
+from .attention import check_heads, merge_heads, split_heads
 from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -66,9 +66,7 @@ class EfficientMultiHeadAttention(nn.Module):
                  qk_scale: Optional[float] = None, attn_drop: float = 0.,
                  proj_drop: float = 0.):
         super().__init__()
-        if num_heads < 1 or embed_dims % num_heads:
-            raise ValueError(f'EfficientMultiHeadAttention: embed_dims {embed_dims} is not '
-                             f'divisible by num_heads {num_heads}')
+        check_heads(type(self).__name__, embed_dims, num_heads)
         if sr_ratio < 1:
             raise ValueError(f'EfficientMultiHeadAttention: sr_ratio must be >= 1, '
                              f'got {sr_ratio}')

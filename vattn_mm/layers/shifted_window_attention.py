@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .attention import check_heads
 from .builder import register_mixer
 from .patch_embed import Size
 
@@ -79,9 +80,7 @@ class ShiftedWindowAttention(nn.Module):
                  shift_size: Union[int, str] = 0, qkv_bias: bool = True,
                  qk_scale: Optional[float] = None, attn_drop: float = 0.):
         super().__init__()
-        if embed_dims % num_heads:
-            raise ValueError(f'ShiftedWindowAttention: embed_dims {embed_dims} is not '
-                             f'divisible by num_heads {num_heads}')
+        check_heads(type(self).__name__, embed_dims, num_heads)
         if window_size < 1:
             raise ValueError(f'ShiftedWindowAttention: window_size must be >= 1, got {window_size}')
         if shift_size == 'half':
