@@ -131,6 +131,24 @@ def test_report_table_and_plot(tmp_path):
     assert (tmp_path / 'plot.png').stat().st_size > 10_000
 
 
+def test_growth_exponents_of_time_and_memory():
+    """A cost linear in the tokens fits exponent 1, a quadratic one 2; the
+    table lists models measured at three or more sizes only."""
+    sides = (256, 512, 1024)
+    linear = [_row('Mixer:LiteMLA', f'{s}x{s}', 10 * (s / 256) ** 2, 5 * (s / 256) ** 2, .5)
+              for s in sides]
+    quadratic = [_row('Mixer:GlobalSelfAttention', f'{s}x{s}', (s / 256) ** 4, 100, .5)
+                 for s in sides]
+    assert benchlib.growth_exponent([(1, 2.), (4, 8.)]) == pytest.approx(1.0)
+    assert benchlib.growth_exponent([(1, 2.)]) is None
+    table = benchlib.growth_markdown(linear + quadratic + [_row('PVTv2:b2', '512x512', 1, 1, 1)])
+    assert '| Mixer:LiteMLA | 256x256 .. 1024x1024 | 1.00 / 1.00 | 1.00 / 1.00 | - | - |' in table
+    assert '| Mixer:GlobalSelfAttention | 256x256 .. 1024x1024 | 2.00 / 2.00 | 0.00 / 0.00 |' \
+        in table
+    assert 'PVTv2:b2' not in table
+    assert benchlib.growth_markdown(linear[:2]) == ''
+
+
 def test_with_cp_columns_compare_with_the_plain_step():
     row = Row('PVTv2:b2', '512x512', 'cpu', 'fp32', 25.4, 30.0, train_ms=1000.,
               train_peak_mib=800., train_frac_peak=0.5, train_cp_ms=1250., train_cp_peak_mib=320.,

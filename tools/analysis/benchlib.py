@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import os
 import resource
 import statistics
@@ -521,6 +522,50 @@ def markdown(rows: Sequence[Row]) -> str:
         lines.append('| ' + ' | '.join(cells) + ' |')
     errors = [f'- {r.target} {r.shape}: {r.error.splitlines()[0]}' for r in rows if r.error]
     return '\n'.join(lines + ([''] + errors if errors else []))
+
+
+#: what :func:`growth_markdown` fits against the number of pixels (tokens)
+_GROWTH = [('fwd_ms', 'fwd time'), ('fwd_peak_mib', 'fwd memory'),
+           ('train_ms', 'train time'), ('train_peak_mib', 'train memory')]
+
+
+def growth_exponent(points: Sequence[tuple[float, float]]) -> Optional[float]:
+    """Least-squares slope of ``log(value)`` against ``log(size)``: 1 for a
+    cost linear in the number of tokens, 2 for quadratic.  None for fewer
+    than two sizes or non-positive values."""
+    points = [(x, y) for x, y in points if x > 0 and y and y > 0]
+    if len({x for x, _ in points}) < 2:
+        return None
+    logs = [(math.log(x), math.log(y)) for x, y in points]
+    mx = statistics.fmean(x for x, _ in logs)
+    my = statistics.fmean(y for _, y in logs)
+    return (sum((x - mx) * (y - my) for x, y in logs)
+            / sum((x - mx) ** 2 for x, _ in logs))
+
+
+def growth_markdown(rows: Sequence[Row]) -> str:
+    """For models measured at three or more sizes: the growth exponent of
+    time and memory in the number of pixels (= tokens), over all sizes and
+    over the two largest (``all / top``); empty when there are none."""
+    lines = []
+    for target in dict.fromkeys(r.target for r in rows):
+        mine = sorted((r for r in rows if r.target == target), key=lambda r: _pixels(r.shape))
+        if len(mine) < 3:
+            continue
+        cells = []
+        for key, _ in _GROWTH:
+            pts = [(_pixels(r.shape), getattr(r, key)) for r in mine]
+            whole, top = growth_exponent(pts), growth_exponent(pts[-2:])
+            cells.append('-' if whole is None else
+                         f'{whole:.2f} / {top:.2f}' if top is not None else f'{whole:.2f}')
+        lines.append(f'| {target} | {mine[0].shape} .. {mine[-1].shape} | ' + ' | '.join(cells)
+                     + ' |')
+    if not lines:
+        return ''
+    head = ['| model | inputs | ' + ' | '.join(label for _, label in _GROWTH) + ' |',
+            '|' + '---|' * (2 + len(_GROWTH))]
+    return ('Growth exponent in the number of tokens (1 = linear, 2 = quadratic; '
+            'all sizes / two largest):\n\n' + '\n'.join(head + lines))
 
 
 def plot(rows: Sequence[Row], path: Path, title: str = '') -> None:

@@ -5,6 +5,8 @@ the machine's matmul peak of backbones or whole configs at several input sizes.
     python tools/analysis/benchmark.py configs/pvtv2_b2_retinanet_coco.py --modes fwd
     python tools/analysis/benchmark.py PVTv2:b2 --modes train train_cp   # with_cp cost
     python tools/analysis/benchmark.py PVTv2:b2 --device cuda --dtype bf16
+    python tools/analysis/benchmark.py Mixer:LiteMLA Mixer:AgentAttention \\
+        --shapes 256x256 512x512 1024x1024 2048x2048   # one mixer stage; growth exponents
     python tools/analysis/benchmark.py --merge fwd.csv train.csv --name all   # combine runs
 
 Batch 1.  Each (model, size, mode) runs in fresh processes: one times it
@@ -22,8 +24,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchlib import (DEFAULT_MODES, DTYPES, MODES, benchmark, markdown, merge_rows,
-                      parse_shape, plot, read_csv, write_csv)
+from benchlib import (DEFAULT_MODES, DTYPES, MODES, benchmark, growth_markdown, markdown,
+                      merge_rows, parse_shape, plot, read_csv, write_csv)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -90,6 +92,9 @@ def main(argv=None) -> int:
                          on_row=save, device=args.device, dtype=args.dtype, warmup=args.warmup,
                          iters=args.iters, threads=args.threads)
     table = markdown(rows)
+    growth = growth_markdown(rows)
+    if growth:
+        table += '\n\n' + growth
     (out / f'{args.name}.md').write_text(table + '\n')
     plot(rows, out / f'{args.name}.png', args.title)
     print(table)

@@ -4,13 +4,13 @@ against (:mod:`.reference`).  The speed / memory benchmarks that run these
 models in worker processes are scripts: ``tools/analysis/``."""
 from .complexity import (COUNT_STANDINS, ELEMENTWISE_MACS, OPAQUE_MACS, Complexity,
                          count_complexity, count_params)
-from .targets import (ImageNetClassifier, Target, build_spec,
+from .targets import (MIXER_SPEC, ImageNetClassifier, Target, build_spec, mixer_stage,
                       build_config_model, build_target, model_complexity,
                       spec_complexity)
 
 __all__ = [
     'COUNT_STANDINS', 'ELEMENTWISE_MACS', 'OPAQUE_MACS', 'Complexity', 'count_complexity',
     'count_params',
-    'ImageNetClassifier', 'Target', 'build_spec', 'build_config_model',
+    'MIXER_SPEC', 'mixer_stage', 'ImageNetClassifier', 'Target', 'build_spec', 'build_config_model',
     'build_target', 'model_complexity', 'spec_complexity',
 ]

@@ -12,7 +12,8 @@ from mmengine.registry import MODELS, DefaultScope
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from ..backbones import PyramidBackbone, build_backbone, registered_backbones
+from ..backbones import PyramidBackbone, TokenPyramid, build_backbone, registered_backbones
+from ..layers import MIXERS
 from ..utils.launch import replace_sync_bn
 from .complexity import Complexity, count_complexity
 
@@ -39,6 +40,27 @@ class ImageNetClassifier(nn.Module):
         return self.head(self.backbone(x)[-1].mean((2, 3)))
 
 
+#: family name of the single-stage mixer specs (``'Mixer:LiteMLA'``)
+MIXER_SPEC = 'Mixer'
+#: the stage a ``Mixer:`` spec measures: PVTv2-b1's first stage (stride 4,
+#: 64 channels, one head, FFN ratio 8), one block
+MIXER_STAGE = dict(embed_dims=[64], depths=[1], num_heads=[1], mlp_ratios=[8])
+
+
+def mixer_stage(name: str, *, with_cp: bool = False,
+                device: Union[str, torch.device] = 'cpu') -> TokenPyramid:
+    """One stride-4 stage with one block of the token mixer ``name`` (a
+    :data:`~vattn_mm.layers.MIXERS` name) at its first-stage defaults
+    (:data:`MIXER_STAGE`): how a mixer's cost grows with the number of
+    tokens, measured where the maps are largest."""
+    if name not in MIXERS:
+        raise ValueError(f'unknown mixer {name!r} in {MIXER_SPEC}:{name}; choose one of '
+                         f'{sorted(MIXERS)}')
+    with torch.device(device):
+        return TokenPyramid(MIXER_STAGE, mixer=dict(type=name), drop_path_rate=0.,
+                            out_indices=(0, ), with_cp=with_cp)
+
+
 def is_backbone_spec(spec: str) -> bool:
     """``'Family:arch'`` rather than a config file path."""
     return ':' in spec and not osp.exists(spec)
@@ -47,17 +69,23 @@ def is_backbone_spec(spec: str) -> bool:
 def build_spec(spec: str, *, imagenet: bool = False, with_cp: bool = False,
                device: Union[str, torch.device] = 'cpu') -> nn.Module:
     """Build ``'Family:arch'`` (e.g. ``'PVTv2:b2'``, ``'FocalNet:tiny_srf'``,
-    ``'TokenPyramid:b1'``).
+    ``'TokenPyramid:b1'``) or a single mixer stage ``'Mixer:Name'``
+    (:func:`mixer_stage`, e.g. ``'Mixer:LiteMLA'``).
 
     ``imagenet=True``: the released ImageNet classifier instead (ImageNet
     hyper-parameters, 1000-class head on the pooled last stage), the models
     the papers' parameter / FLOP tables describe.
     """
     family, _, arch = spec.partition(':')
+    if family == MIXER_SPEC:
+        if imagenet:
+            raise ValueError(f'{spec}: a mixer stage has no ImageNet classifier')
+        return mixer_stage(arch, with_cp=with_cp, device=device)
     families = registered_backbones()
     if family not in families:
         raise ValueError(f'unknown backbone family {family!r} in {spec!r}; choose one of '
-                         f'{sorted(families)} (e.g. PVTv2:b2) or give a config file')
+                         f'{sorted(families)} (e.g. PVTv2:b2), {MIXER_SPEC}:<mixer> or give a '
+                         'config file')
     cls = families[family]
     if arch.lower() not in cls.arch_zoo:
         raise ValueError(f'{family} has no arch {arch!r}; choose one of {sorted(cls.arch_zoo)}')

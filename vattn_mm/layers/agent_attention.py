@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from torch import nn
 
-from .attention import check_heads, merge_heads, split_heads
+from .attention import check_heads, init_position_bias_, merge_heads, split_heads
 from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -126,7 +126,7 @@ class AgentAttention(nn.Module):
         self.wa_bias = nn.Parameter(torch.zeros(1, num_heads, 1, window, agent_num))
         for bias in (self.an_bias, self.na_bias, self.ah_bias, self.aw_bias, self.ha_bias,
                      self.wa_bias):
-            nn.init.trunc_normal_(bias, std=.02)
+            init_position_bias_(bias)
 
     def extra_repr(self) -> str:
         return (f'heads={self.num_heads}, agents={self.agent_grid} -> {self.agent_shape}, '

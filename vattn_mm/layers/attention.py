@@ -19,6 +19,14 @@ def check_heads(owner: str, embed_dims: int, num_heads: int) -> None:
                          f'num_heads {num_heads}')
 
 
+def init_position_bias_(bias: torch.Tensor, std: float = .02) -> torch.Tensor:
+    """Initialise a learned position-bias table in place: ``N(0, std)``, what
+    the papers' ``trunc_normal_(std=.02)`` gives (its bounds are +-2, a
+    hundred standard deviations away).  A plain normal also builds under
+    ``FakeTensorMode``, which the FLOP counter uses."""
+    return nn.init.normal_(bias, std=std)
+
+
 def split_heads(x: torch.Tensor, num_heads: int) -> torch.Tensor:
     """(B, N, C) -> (B, heads, N, C // heads)."""
     b, n, c = x.shape

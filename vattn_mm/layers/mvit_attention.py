@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import check_heads, merge_heads, split_heads
+from .attention import check_heads, init_position_bias_, merge_heads, split_heads
 from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -142,8 +142,8 @@ class MultiScalePoolingAttention(nn.Module):
             self.rel_pos_h = nn.Parameter(torch.zeros(length, head_dims))
             self.rel_pos_w = nn.Parameter(torch.zeros(length, head_dims))
             if not rel_pos_zero_init:
-                nn.init.trunc_normal_(self.rel_pos_h, std=0.02)
-                nn.init.trunc_normal_(self.rel_pos_w, std=0.02)
+                init_position_bias_(self.rel_pos_h)
+                init_position_bias_(self.rel_pos_w)
 
     def pool(self, x: torch.Tensor, hw: Size, name: str) -> tuple[torch.Tensor, Size]:
         """Pool (B, heads, [1 +] H * W, head_dim) with ``pool_<name>`` and

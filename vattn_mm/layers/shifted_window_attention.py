@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import check_heads
+from .attention import check_heads, init_position_bias_
 from .builder import register_mixer
 from .patch_embed import Size
 
@@ -95,7 +95,7 @@ class ShiftedWindowAttention(nn.Module):
         self.attn_drop = attn_drop
         self.relative_position_bias_table = nn.Parameter(
             torch.zeros((2 * window_size - 1) ** 2, num_heads))
-        nn.init.trunc_normal_(self.relative_position_bias_table, std=.02)
+        init_position_bias_(self.relative_position_bias_table)
         self.register_buffer('relative_position_index', relative_position_index(window_size),
                              persistent=False)
         self.qkv = nn.Linear(embed_dims, 3 * embed_dims, bias=qkv_bias)
