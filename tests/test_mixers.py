@@ -62,6 +62,32 @@ def test_mixer_batch_elements_are_independent(name):
         torch.testing.assert_close(a[:1], b, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize('name', sorted(MIXERS))
+def test_mixer_under_bf16_autocast_and_with_cp(name):
+    """Forward and backward under CPU bf16 autocast stay finite and near the
+    float32 outputs; activation checkpointing gives the same gradients."""
+    model = micro(dict(type=name)).train()
+    x = torch.randn(1, 3, 64, 64)
+    ref = model(x)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        outs = model(x)
+    sum(o.float().square().mean() for o in outs).backward()
+    for out, want in zip(outs, ref):
+        assert torch.isfinite(out).all()
+        assert (out.float() - want).abs().max() <= 0.1 * want.abs().max() + 0.05
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+    grads = []
+    for with_cp in (False, True):
+        model.zero_grad()
+        model.with_cp = with_cp
+        inp = x.clone().requires_grad_()
+        sum(o.square().mean() for o in model(inp)).backward()
+        grads.append([inp.grad] + [p.grad.clone() for p in model.parameters()])
+    for plain, checkpointed in zip(*grads):
+        torch.testing.assert_close(checkpointed, plain, rtol=1e-5, atol=1e-6)
+
+
 def test_stage_defaults_follow_the_papers():
     model = micro(dict(type='SpatialReductionAttention'))
     assert [s.blocks[0].attn.window for s in model.stages] == [8, 4, 2, 1]
