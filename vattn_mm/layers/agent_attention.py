@@ -124,9 +124,12 @@ class AgentAttention(nn.Module):
         self.aw_bias = nn.Parameter(torch.zeros(1, num_heads, agent_num, 1, kv_window))
         self.ha_bias = nn.Parameter(torch.zeros(1, num_heads, window, 1, agent_num))
         self.wa_bias = nn.Parameter(torch.zeros(1, num_heads, 1, window, agent_num))
+        # the official trunc_normal_(std=.02) cuts at +-2, 100 std out: a plain
+        # normal, which (unlike torch's rejection sampling) also runs on the
+        # fake tensors vattn_mm.analysis builds models with
         for bias in (self.an_bias, self.na_bias, self.ah_bias, self.aw_bias, self.ha_bias,
                      self.wa_bias):
-            nn.init.trunc_normal_(bias, std=.02)
+            nn.init.normal_(bias, std=.02)
 
     def extra_repr(self) -> str:
         return (f'heads={self.num_heads}, agents={self.agent_grid} -> {self.agent_shape}, '

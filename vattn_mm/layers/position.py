@@ -60,7 +60,7 @@ class AbsolutePosEmbed(nn.Module):
                              f'positive ints, got {grid_size!r}')
         self.grid_size = grid
         self.pos_embed = nn.Parameter(torch.zeros(1, grid[0] * grid[1], embed_dims))
-        nn.init.trunc_normal_(self.pos_embed, std=.02)
+        nn.init.normal_(self.pos_embed, std=.02)  # = trunc_normal_ cut at +-2 (see AgentAttention)
 
     def extra_repr(self) -> str:
         return f'grid_size={self.grid_size}'
