@@ -7,11 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vattn_mm.backbones import AgentPVT, build_backbone
+from vattn_mm.backbones import AgentPVT, TokenPyramid, build_backbone
 from vattn_mm.layers import AbsolutePosEmbed, AgentAttention
 
 from .backbone_cases import CASES
-from .golden import case_paths, load_case, read_key_list
+from .golden import case_paths, read_key_list
 
 MICRO = CASES['AgentPVT'].micro
 
@@ -85,6 +85,19 @@ def test_pos_embed_resize_in_every_stage():
             pe = model.stages[i].position
             expected = embedded + explicit_resize(pe.pos_embed, pe.grid_size, hw)
             assert torch.allclose(first, expected, atol=1e-5), (size, i, hw)
+
+
+def test_position_table_in_any_token_pyramid():
+    """By config in the generic skeleton: one table per stage, after the embedding."""
+    micro_pyramid = dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4],
+                         mlp_ratios=[2, 2, 2, 2], depths=[1, 1, 1, 1])
+    model = TokenPyramid(micro_pyramid, position=[
+        dict(type='AbsolutePosEmbed', grid_size=g) for g in (16, 8, 4, 2)]).eval()
+    assert [s.position_where for s in model.stages] == ['embed'] * 4
+    assert 'stages.3.position.pos_embed' in model.state_dict()
+    with torch.no_grad():
+        outs = model(torch.randn(1, 3, 64, 96))
+    assert [tuple(o.shape[2:]) for o in outs] == [(16, 24), (8, 12), (4, 6), (2, 3)]
 
 
 def test_position_module_where_embed_and_bad_grid():
