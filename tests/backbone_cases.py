@@ -53,6 +53,11 @@ CASES = {
         dict(embed_dim=8, depths=[1, 1, 2, 1], mlp_ratio=2., focal_levels=[2, 2, 2, 2],
              focal_windows=[3, 3, 3, 3]),
         key_list=lambda arch: f'focalnet_{arch}'),
+    'AgentPVT': BackboneCase(
+        dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
+             depths=[1, 2, 1, 1], agent_num=[4, 9, 16, 16], img_size=64,
+             downstream_agent_shapes=[[3, 3], [4, 4], [5, 5], [5, 5]]),
+        key_list=lambda arch: f'agent_pvt_{arch}'),
 }
 REGISTERED = sorted(registered_backbones())
 assert sorted(CASES) == REGISTERED, f'backbone cases {sorted(CASES)} != registered {REGISTERED}'

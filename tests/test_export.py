@@ -24,7 +24,15 @@ then ``AdaptiveAvgPool1d(1)``), so the reference per family is, with
   stem padding 3 and input padding vs classification padding 2).
 * dilateformer: ``outputs[3]`` are the classifier's own stage-4 block outputs ->
   ``head(mean(layer_norm(outputs[3], norm.weight, norm.bias, eps=1e-6)))``.
+* agent_pvt: the classifier (LeapLabTHU/Agent-Attention ``agent_transformer/models/
+  agent_pvt.py``) mean-pools the raw stage-4 tokens (no norm), but pools its
+  queries to the training agent grids (sqrt(agent_num) squared), where the
+  fixture's dense outputs use the detection grids 12x12 ... 28x28; the stage-4
+  tokens are therefore our dense backbone's (checked against the fixtures in
+  test_backbones.py) with ``downstream_agent_shapes`` set to the training grids,
+  the one setting by which the two official models differ (golden README).
 """
+import math
 from pathlib import Path
 
 import pytest
@@ -36,7 +44,8 @@ from .golden import (assert_outputs_match, case_paths, load_case, official_arch,
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from vattn_mm.backbones import FocalNet, LITv2, P2T, build_backbone, released_families
+from vattn_mm.backbones import (AgentPVT, FocalNet, LITv2, P2T, build_backbone,
+                                released_families)
 from vattn_mm.checkpoint import CheckpointError, CheckpointMismatchError
 from vattn_mm.checkpoint.export import build_classifier, export_official, write_export
 
@@ -68,6 +77,13 @@ def _pre_head_tokens(family: str, rec: dict) -> torch.Tensor:
         return tokens * ck['norm.weight'] + ck['norm.bias']
     if family == 'dilateformer':
         return F.layer_norm(tokens, tokens.shape[-1:], ck['norm.weight'], ck['norm.bias'], 1e-6)
+    if family == 'agent_pvt':
+        arch = fixture_arch(rec)
+        grids = [[math.isqrt(n)] * 2 for n in arch['agent_num']]
+        model = build_backbone(family, dict(arch, downstream_agent_shapes=grids), drop_path_rate=0.)
+        model.load_state_dict(AgentPVT.converter.official_to_ours(ck))
+        with torch.no_grad():
+            return model.eval()(rec['input'])[3].flatten(2).transpose(1, 2)
     return tokens
 
 
@@ -79,7 +95,7 @@ def official_logits(family: str, rec: dict) -> torch.Tensor:
 CLASSIFIER_CASES = (
     cases('pvtv2') + cases('p2t') + cases('quadtree', {'micro_B_clsfeatures'})
     + cases('litv2', {'micro_a05', 'micro_a09'}) + cases('dilateformer')
-    + cases('focalnet', {'micro_srf', 'micro_lrf_layerscale'}))
+    + cases('focalnet', {'micro_srf', 'micro_lrf_layerscale'}) + cases('agent_pvt'))
 
 
 def load_exported(cfg_path: str, ckpt_path: str, strict: bool = True):

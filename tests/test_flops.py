@@ -14,6 +14,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from vattn_mm.analysis import (build_spec, build_target, count_complexity,
                                model_complexity, spec_complexity)
 from vattn_mm.analysis.reference import PUBLISHED, agrees, published_precision
+from vattn_mm.backbones import backbone_class
 from vattn_mm.backbones.quadtree import CLS_TOPKS
 from vattn_mm.layers import (DeformableTokenMerging, FocalModulation, HiLoAttention,
                              MultiScaleDilatedAttention, coarse_to_fine_attention)
@@ -51,7 +52,9 @@ def test_matches_published(entry, quantity):
 
 def _key_file(spec):
     family, arch = spec.split(':')
-    return f'quadtree_B_{arch}' if family == 'QuadTree' else f'{family.lower()}_{arch}'
+    if family == 'QuadTree':
+        return f'quadtree_B_{arch}'
+    return f'{backbone_class(family).family()}_{arch}'
 
 
 @pytest.mark.parametrize('spec', sorted({e.spec for e in PUBLISHED}))

@@ -28,9 +28,12 @@ SOURCES = {
                     'model parameter count (golden keys)',
     'FocalNet': 'microsoft/FocalNet README.md, ImageNet-1K tables',
     'FocalNet-22K': 'microsoft/FocalNet README.md, ImageNet-22K pretraining table (params only)',
+    'Agent-PVT': 'LeapLabTHU/Agent-Attention agent_transformer/README.md, Agent-PVT rows of the '
+                 'ImageNet-1K table (paper: Agent Attention, arXiv:2312.08874)',
 }
 _PVT, _PVT_TOOL, _P2T, _QT = 'PVT', 'PVT-tool', 'P2T', 'QuadTree'
 _LIT, _DF, _FN, _FN_BIG = 'LITv2', 'DilateFormer', 'FocalNet', 'FocalNet-22K'
+_AGENT = 'Agent-PVT'
 
 
 @dataclass(frozen=True)
@@ -92,6 +95,11 @@ PUBLISHED: tuple[Published, ...] = (
     Published('FocalNet:xlarge_fl4', 366, None, _FN_BIG),
     Published('FocalNet:huge_fl3', 687, None, _FN_BIG),
     Published('FocalNet:huge_fl4', 689, None, _FN_BIG),
+    Published('AgentPVT:tiny', 11.6, 2.0, _AGENT),
+    Published('AgentPVT:small', 20.6, 4.0, _AGENT),
+    Published('AgentPVT:medium', 35.9, 7.0, _AGENT),
+    Published('AgentPVT:medium_256', 36.1, 9.2, _AGENT, shape=(256, 256)),
+    Published('AgentPVT:large', 48.7, 10.4, _AGENT),
 )
 
 #: relative tolerance of the comparison

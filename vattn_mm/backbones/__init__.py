@@ -1,6 +1,7 @@
 """Registered pyramid backbones: the generic :class:`TokenPyramid` and the
 families with official releases, each carrying its family facts (key map,
 release wrapper, ImageNet settings, output channels)."""
+from .agent_pvt import AgentPVT
 from .base import (PyramidBackbone, PyramidStage, StageSpec, backbone_class, build_backbone,
                    build_stage, drop_path_schedule, registered_backbones, released_families)
 from .dilateformer import DilateFormer
@@ -17,7 +18,7 @@ from .token_pyramid import TokenPyramid
 __all__ = [
     'PyramidBackbone', 'PyramidStage', 'StageSpec', 'backbone_class', 'build_backbone',
     'build_stage', 'drop_path_schedule', 'registered_backbones', 'released_families',
-    'TokenPyramid', 'PVTv2', 'P2T', 'QuadTree', 'FocalNet', 'LITv2', 'DilateFormer',
+    'TokenPyramid', 'PVTv2', 'P2T', 'QuadTree', 'FocalNet', 'LITv2', 'DilateFormer', 'AgentPVT',
     'KeyMap', 'CheckpointError', 'CheckpointMismatchError', 'FamilyConverter', 'LoadReport',
     'extract_state_dict', 'load_pretrained', 'read_checkpoint',
 ]

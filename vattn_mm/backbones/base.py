@@ -79,13 +79,19 @@ class PyramidStage(nn.Module):
 
     ``shared``: ``(name, module)`` the mixers of all blocks use (stored once,
     under ``name``, and passed to every mixer call); ``position``: a position
-    module whose term is added once, after the first block."""
+    module whose term is added once, after the first block
+    (``position_where='after_first_block'``) or right after the patch
+    embedding (``'embed'``)."""
 
     def __init__(self, patch_embed: nn.Module, blocks: Sequence[nn.Module],
                  norm: Optional[nn.Module] = None,
                  shared: Optional[tuple[str, nn.Module]] = None,
-                 position: Optional[nn.Module] = None):
+                 position: Optional[nn.Module] = None,
+                 position_where: str = 'after_first_block'):
         super().__init__()
+        if position_where not in ('after_first_block', 'embed'):
+            raise ValueError(f'PyramidStage: position_where={position_where!r}, expected '
+                             "'after_first_block' or 'embed'")
         self.patch_embed = patch_embed
         self.blocks = nn.ModuleList(blocks)
         self.norm = norm if norm is not None else nn.Identity()
@@ -96,6 +102,7 @@ class PyramidStage(nn.Module):
         if position is not None:
             self.position = position
         self.has_position = position is not None
+        self.position_where = position_where
 
     @property
     def mixer_args(self) -> tuple:
@@ -165,8 +172,9 @@ def build_stage(index: int, spec: StageSpec) -> PyramidStage:
     ]
     norm = build_norm_layer(dict(spec.out_norm_cfg), dims)[1] if spec.out_norm_cfg else None
     stage_position = build_layer(position, 'position module') \
-        if where == 'after_first_block' else None
-    return PyramidStage(spec.patch_embed, blocks, norm, shared, stage_position)
+        if where in ('after_first_block', 'embed') else None
+    return PyramidStage(spec.patch_embed, blocks, norm, shared, stage_position,
+                        where if stage_position is not None else 'after_first_block')
 
 
 class PyramidBackbone(BaseModule):
@@ -354,8 +362,9 @@ class PyramidBackbone(BaseModule):
 
     # ------------------------------------------------------------ forward
     def run_stage(self, stage: PyramidStage, x: torch.Tensor, hw: Size) -> torch.Tensor:
-        """Apply the stage's blocks (and its position module after the first
-        one) to its tokens, with activation checkpointing if enabled.
+        """Apply the stage's position module (before the blocks or after the
+        first one) and its blocks to its tokens, with activation
+        checkpointing if enabled.
 
         ``x`` is this backbone's own tensor (a patch embedding's output), so
         without autograd the blocks add their residuals into it in place.
@@ -367,6 +376,8 @@ class PyramidBackbone(BaseModule):
         x = x.contiguous()
         inplace = not torch.is_grad_enabled()
         args = stage.mixer_args
+        if stage.has_position and stage.position_where == 'embed':
+            x = residual_add(inplace)(x, stage.position(x, hw))
         for j, block in enumerate(stage.blocks):
             if self.with_cp and x.requires_grad:
                 x = checkpoint(block, x, hw, *args, use_reentrant=False)
@@ -374,7 +385,7 @@ class PyramidBackbone(BaseModule):
                 x = block(x, hw, *args, inplace=True)
             else:
                 x = block(x, hw, *args)
-            if j == 0 and stage.has_position:
+            if j == 0 and stage.has_position and stage.position_where == 'after_first_block':
                 x = residual_add(inplace)(x, stage.position(x, hw))
         return x
 
@@ -422,9 +433,11 @@ def released_families() -> dict[str, type]:
 
 def backbone_class(name: str) -> type:
     """The backbone class of a family or class name, case-insensitive
-    (``'pvtv2'``, ``'PVTv2'``)."""
+    (``'pvtv2'``, ``'PVTv2'``, ``'agent_pvt'``, ``'AgentPVT'``)."""
     classes = registered_backbones()
-    found = {n.lower(): cls for n, cls in classes.items()}.get(name.lower())
+    names = {cls.family(): cls for cls in classes.values()}
+    names.update({n.lower(): cls for n, cls in classes.items()})
+    found = names.get(name.lower())
     if found is None:
         raise ValueError(f'unknown backbone {name!r}; choose one of {sorted(classes)}')
     return found

@@ -20,7 +20,7 @@ from .patch_embed import (ConvStem, NonOverlapPatchEmbed, OverlapPatchEmbed, map
 from .peg import PEG
 from .pooling_attention import (P2T_POOL_RATIOS, PyramidPoolingAttention, make_pool_convs,
                                 pooled_size)
-from .position import ConvPosEnc
+from .position import AbsolutePosEmbed, ConvPosEnc
 from .quadtree_attention import QuadtreeAttention, coarse_to_fine_attention
 from .rest_attention import EfficientMultiHeadAttention
 from .shifted_window_attention import ShiftedWindowAttention
@@ -32,7 +32,7 @@ __all__ = [
     'ConvFFN', 'ConvStem', 'NonOverlapPatchEmbed', 'OverlapPatchEmbed', 'map_to_tokens',
     'tokens_to_map', 'QuadtreeAttention', 'coarse_to_fine_attention',
     'P2T_POOL_RATIOS', 'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',
-    'ConvPosEnc', 'FocalModulation', 'HiLoAttention', 'BiasedDeformConv2d',
+    'AbsolutePosEmbed', 'ConvPosEnc', 'FocalModulation', 'HiLoAttention', 'BiasedDeformConv2d',
     'DeformableTokenMerging', 'MLP', 'GlobalSelfAttention', 'MultiScaleDilatedAttention',
     'dilated_local_attention',
     'ExternalAttention', 'PEG',

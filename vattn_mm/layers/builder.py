@@ -20,8 +20,10 @@ attributes a mixer may define:
   must be divisible by; the backbone pads its input accordingly.
 
 A **position module** (e.g. :class:`~vattn_mm.layers.ConvPosEnc`) returns a
-positional term added to the tokens, before every block (``where='block'``)
-or once after the stage's first block (``where='after_first_block'``).
+positional term added to the tokens, before every block (``where='block'``),
+once after the stage's first block (``where='after_first_block'``) or once
+right after the stage's patch embedding (``where='embed'``, e.g.
+:class:`~vattn_mm.layers.AbsolutePosEmbed`).
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from mmengine.registry import MODELS
 from torch import nn
 
 Cfg = Mapping[str, Any]
-POSITION_PLACES = ('block', 'after_first_block')
+POSITION_PLACES = ('block', 'after_first_block', 'embed')
 #: every token mixer registered with :func:`register_mixer`, by name
 MIXERS: dict[str, type] = {}
 
