@@ -31,7 +31,7 @@ def non_finite_terms(log_vars: Mapping) -> List[Tuple[str, float]]:
         value = float(value.detach().float().sum()) if isinstance(value, torch.Tensor) else value
         if isinstance(value, (int, float)) and not math.isfinite(value):
             bad.append((name, value))
-    return bad
+    return sorted(bad, key=lambda term: term[0] == 'loss')  # the terms first, then their sum
 
 
 def non_finite_tensors(state_dict: Mapping[str, torch.Tensor]) -> List[str]:
