@@ -26,6 +26,7 @@ from .test_reliability import (ROOT, dist_cmd, finish, logged_train_iters, start
                                train_cmd, weights)
 
 from vattn_mm.datasets import make_demo_dataset
+from vattn_mm.utils.atomic_io import TMP_PREFIX
 from vattn_mm.engine import (CrashSafeCheckpointHook, FiniteLossHook, NonFiniteLossError,
                              NonFiniteWeightsError, RandomStateHook, capture_random_state,
                              restore_random_state)
@@ -34,7 +35,7 @@ DET_DEMO = ROOT / 'configs/demo/pvtv2_b0_maskrcnn_demo.py'
 CLS_DEMO = ROOT / 'configs/demo/pvtv2_b0_cls_demo.py'
 MAX_ITERS = 5
 #: every case: checkpoints at iterations 2 and 4, random augmentations, drop path
-COMMON = f"""
+COMMON = """
 custom_imports = dict(imports=['vattn_mm', 'tests.fault_hooks'], allow_failed_imports=False)
 custom_hooks = [dict(type='FaultInjectionHook')]
 default_hooks = dict(checkpoint=dict(by_epoch=False, interval=2, max_keep_ckpts=2),
@@ -114,7 +115,7 @@ train_cfg = dict(max_iters={MAX_ITERS}, val_interval=2)
 def classifier_config(directory: Path, root: Path, workers: int) -> Path:
     """The ImageClassifier demo as an iteration-based run (random resized
     crops, flips, drop path)."""
-    text = f"_base_ = ['{CLS_DEMO}']\n" + COMMON + f"""
+    text = f"_base_ = ['{CLS_DEMO}']\n" + COMMON + """
 model = dict(backbone=dict(drop_path_rate=0.1))
 train_pipeline = [
     dict(type='LoadImageFromFile'),
@@ -136,76 +137,128 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def hang_then_kill(proc, log: Path, marker: Path) -> None:
-    """Wait until the run reaches its injected hang, then SIGKILL it (and its
-    data workers / the other rank: the whole process group)."""
-    deadline = time.monotonic() + 240
-    while not marker.exists():
-        assert proc.poll() is None, log.read_text()[-3000:]
-        assert time.monotonic() < deadline, f'the run never reached the hang:\n{log.read_text()[-3000:]}'
-        time.sleep(0.1)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+class KillResumeJob:
+    """Run A trains MAX_ITERS iterations; run B hangs before iteration
+    ``kill_at`` (0-based), is SIGKILLed with its process group (data workers,
+    the other rank) and resumed with ``--resume``.  :meth:`step` moves it on
+    without blocking, so that every case runs at once."""
+
+    slots = 0  # training processes of all jobs running now
+
+    def __init__(self, config: Path, tmp: Path, kill_at: int, distributed: bool):
+        self.config, self.tmp, self.kill_at, self.distributed = config, tmp, kill_at, distributed
+        self.cmd = dist_cmd if distributed else train_cmd
+        self.extra = ['--cfg-options', 'train_dataloader.batch_size=1'] if distributed else []
+        self.work_a, self.work_b = tmp / 'a', tmp / 'b'
+        self.procs, self.stage, self.error, self.at_kill = {}, 'queued', '', {}
+        self.holding = False
+
+    @property
+    def size(self) -> int:
+        return 4 if self.distributed else 2
+
+    def _start(self, name: str, work: Path, *args: str, **env: str) -> None:
+        log = self.tmp / f'{name}.log'
+        self.procs[name] = (start(self.cmd(self.config, work, *args, *self.extra), log, **env), log)
+
+    def step(self, limit: int) -> bool:
+        """Advance; False once finished."""
+        if self.stage == 'queued' and KillResumeJob.slots + self.size <= max(limit, self.size):
+            KillResumeJob.slots += self.size
+            self.holding = True
+            self._start('a', self.work_a)
+            self._start('b', self.work_b, VATTN_TEST_FAULT=f'hang:0:{self.kill_at}')
+            self.stage = 'hanging'
+        elif self.stage == 'hanging':
+            proc, log = self.procs['b']
+            if (self.work_b / 'fault_hang_rank0').exists():
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                self.at_kill = dict(
+                    last=(self.work_b / 'last_checkpoint').read_text(),
+                    checkpoints=sorted(p.name for p in self.work_b.glob('*.pth')),
+                    temporary=[p.name for p in self.work_b.glob(f'{TMP_PREFIX}*')])
+                self._start('resume', self.work_b, '--resume')
+                self.stage = 'resuming'
+            elif proc.poll() is not None:
+                self.error = f'run B ended before its hang:\n{log.read_text()[-3000:]}'
+                self.stage = 'done'
+        elif self.stage == 'resuming':
+            if all(proc.poll() is not None for proc, _ in self.procs.values()):
+                self.stage = 'done'
+        if self.stage == 'done' and self.holding:
+            KillResumeJob.slots -= self.size
+            self.holding = False
+        return self.stage != 'done'
+
+    def kill(self) -> None:
+        for proc, _ in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
 
 
-def assert_same_final_weights(work_a: Path, work_b: Path) -> None:
-    ref, got = weights(work_a / f'iter_{MAX_ITERS}.pth'), weights(work_b / f'iter_{MAX_ITERS}.pth')
+CASES = {  # name: (config, data-loader workers, iteration before which run B is killed, 2 ranks)
+    'maskrcnn-2workers': (maskrcnn_config, 2, 3, False),
+    'retinanet-0workers': (retinanet_config, 0, 3, False),
+    'upernet-0workers': (upernet_config, 0, 3, False),
+    'classifier-2workers': (classifier_config, 2, 4, False),
+    'upernet-2processes': (upernet_config, 0, 3, True),
+}
+#: training processes at once (each ~0.5 GB; most of a run is imports and waiting)
+MAX_PROCESSES = 6
+
+
+@pytest.fixture(scope='module')
+def resumed_runs(demo64, tmp_path_factory):
+    jobs = {}
+    for name, (make_config, workers, kill_at, distributed) in CASES.items():
+        tmp = tmp_path_factory.mktemp(name)
+        jobs[name] = KillResumeJob(make_config(tmp, demo64, workers), tmp, kill_at, distributed)
+    deadline = time.monotonic() + 900
+    try:
+        while [job.step(MAX_PROCESSES) for job in jobs.values()].count(True):
+            if time.monotonic() > deadline:
+                for job in jobs.values():
+                    job.error = job.error or f'still {job.stage} after 900 s'
+                break
+            time.sleep(0.2)
+        yield jobs
+    finally:
+        for job in jobs.values():
+            job.kill()
+
+
+@pytest.mark.parametrize('case', list(CASES))
+def test_killed_and_resumed_run_ends_bit_identical(case, resumed_runs):
+    """Every tensor of the final checkpoint of the killed-and-resumed run
+    equals the uninterrupted run's (``torch.equal``)."""
+    job = resumed_runs[case]
+    assert not job.error, job.error
+    resumed_from = 2 * (job.kill_at // 2)
+    assert job.at_kill['last'].endswith(f'iter_{resumed_from}.pth')
+    assert f'iter_{MAX_ITERS}.pth' not in job.at_kill['checkpoints']
+    assert not job.at_kill['temporary'], 'a temporary checkpoint file was left behind'
+    log = finish(*job.procs['resume'])
+    finish(*job.procs['a'])
+    saved = torch.load(job.work_b / f'iter_{resumed_from}.pth', weights_only=True)
+    assert saved['random_state']['world_size'] == (2 if job.distributed else 1)
+    assert f'resumed epoch: 0, iter: {resumed_from}' in log
+    assert f'Random-number state of iteration {resumed_from} restored' in log
+    assert logged_train_iters(log) == list(range(resumed_from + 1, MAX_ITERS + 1)), log[-3000:]
+    ref = weights(job.work_a / f'iter_{MAX_ITERS}.pth')
+    got = weights(job.work_b / f'iter_{MAX_ITERS}.pth')
     assert ref.keys() == got.keys()
     unequal = [k for k in ref if not torch.equal(ref[k], got[k])]
     assert not unequal, (f'{len(unequal)} of {len(ref)} tensors differ, e.g. {unequal[:3]}; '
                          f'max |diff| {max((ref[k] - got[k]).abs().max().item() for k in unequal):.3g}')
 
 
-def kill_resume_compare(config: Path, tmp_path: Path, kill_at: int, resumed_from: int,
-                        distributed: bool = False) -> str:
-    """Run A trains MAX_ITERS iterations; run B hangs before iteration
-    ``kill_at`` (0-based), is SIGKILLed and resumed: the final checkpoints
-    must be equal tensor by tensor.  Returns the resumed run's log."""
-    cmd = dist_cmd if distributed else train_cmd
-    extra = ['--cfg-options', 'train_dataloader.batch_size=1'] if distributed else []
-    work_a, work_b = tmp_path / 'a', tmp_path / 'b'
-    run_a = start(cmd(config, work_a, *extra), tmp_path / 'a.log')
-    run_b = start(cmd(config, work_b, *extra), tmp_path / 'b.log',
-                  VATTN_TEST_FAULT=f'hang:0:{kill_at}')
-    hang_then_kill(run_b, tmp_path / 'b.log', work_b / 'fault_hang_rank0')
-    assert (work_b / 'last_checkpoint').read_text().endswith(f'iter_{resumed_from}.pth')
-    assert not (work_b / f'iter_{MAX_ITERS}.pth').exists()
-    saved = torch.load(work_b / f'iter_{resumed_from}.pth', weights_only=True)
-    assert saved['random_state']['world_size'] == (2 if distributed else 1)
-    resumed = start(cmd(config, work_b, '--resume', *extra), tmp_path / 'resume.log')
-    log = finish(resumed, tmp_path / 'resume.log')
-    finish(run_a, tmp_path / 'a.log')
-    assert f'resumed epoch: 0, iter: {resumed_from}' in log
-    assert f'Random-number state of iteration {resumed_from} restored' in log
-    assert logged_train_iters(log) == list(range(resumed_from + 1, MAX_ITERS + 1)), log[-3000:]
-    assert_same_final_weights(work_a, work_b)
-    return log
-
-
-CASES = {  # name: (config, data-loader workers, iteration before which the run is killed)
-    'maskrcnn-2workers': (maskrcnn_config, 2, 3),
-    'retinanet-0workers': (retinanet_config, 0, 3),
-    'upernet-0workers': (upernet_config, 0, 3),
-    'classifier-2workers': (classifier_config, 2, 4),
-}
-
-
-@pytest.mark.parametrize('case', sorted(CASES))
-def test_killed_and_resumed_run_ends_bit_identical(case, demo64, tmp_path):
-    make_config, workers, kill_at = CASES[case]
-    config = make_config(tmp_path, demo64, workers)
-    kill_resume_compare(config, tmp_path, kill_at, resumed_from=2 * (kill_at // 2))
-
-
-def test_killed_and_resumed_two_process_run_ends_bit_identical(demo64, tmp_path):
-    config = upernet_config(tmp_path, demo64, workers=0)
-    kill_resume_compare(config, tmp_path, kill_at=3, resumed_from=2, distributed=True)
-
-
 def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(demo64, tmp_path):
     config = upernet_config(tmp_path, demo64, workers=0)
     work = tmp_path / 'work'
-    run = start(train_cmd(config, work), tmp_path / 'nan.log', VATTN_TEST_FAULT='nan:0:3')
+    run = start(train_cmd(config, work, '--cfg-options', f'train_cfg.val_interval={MAX_ITERS}'),
+                tmp_path / 'nan.log', VATTN_TEST_FAULT='nan:0:3')
     log = finish(run, tmp_path / 'nan.log', ok=False)
     assert run.returncode != 0
     assert re.search(r'NonFiniteLossError: Training stopped at iteration 4 \(of 5\): loss terms '
