@@ -161,6 +161,12 @@ class RandomStateHook(Hook):
                 'saved it, or by another runner): the run resumes with fresh generator '
                 'states, so it will not end bit-identical to an uninterrupted run.')
             return
+        saved_seed = checkpoint.get('meta', {}).get('seed')
+        if saved_seed is not None and saved_seed != getattr(runner, 'seed', saved_seed):
+            runner.logger.warning(
+                f'The checkpoint\'s run had seed {saved_seed}, this run\'s data loader was built '
+                f'with seed {runner.seed} (set `randomness = dict(seed=...)` in the config): '
+                'its sample order and data-worker seeds differ, the resumed run is not exact.')
         world_size = get_world_size()
         if saved['world_size'] != world_size:
             runner.logger.warning(
