@@ -137,6 +137,25 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and all its descendants (torchrun starts its ranks
+    in sessions of their own, out of reach of ``killpg``)."""
+    tree, todo = [pid], [pid]
+    while todo:
+        for task in Path(f'/proc/{todo.pop()}/task').glob('*'):
+            try:
+                children = [int(c) for c in (task / 'children').read_text().split()]
+            except OSError:
+                continue
+            tree += children
+            todo += children
+    for member in tree:
+        try:
+            os.kill(member, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 class KillResumeJob:
     """Run A trains MAX_ITERS iterations; run B hangs before iteration
     ``kill_at`` (0-based), is SIGKILLed with its process group (data workers,
@@ -172,7 +191,7 @@ class KillResumeJob:
         elif self.stage == 'hanging':
             proc, log = self.procs['b']
             if (self.work_b / 'fault_hang_rank0').exists():
-                os.killpg(proc.pid, signal.SIGKILL)
+                kill_tree(proc.pid)
                 proc.wait()
                 self.at_kill = dict(
                     last=(self.work_b / 'last_checkpoint').read_text(),
@@ -197,8 +216,8 @@ class KillResumeJob:
 
     def kill(self) -> None:
         for proc, _ in self.procs.values():
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:  # not reaped yet: the pid is still this run's
+                kill_tree(proc.pid)
                 proc.wait()
 
 
