@@ -1,7 +1,8 @@
 """What configs name to switch vattn-mm's protections on: the runner
 ``SafeRunner``, the hooks ``CrashSafeCheckpointHook``, ``PlainMessageHubHook``,
-``RandomStateHook``, ``FiniteLossHook`` and ``ExactCheckpointHook``, the transform ``NameImageErrors`` and the file
-backend ``'atomic_local'`` (see docs/reliability.md).  Importing registers
+``RandomStateHook``, ``FiniteLossHook`` and ``ExactCheckpointHook``, the
+transform ``NameImageErrors`` and the file backend ``'atomic_local'`` (see
+docs/reliability.md).  Importing registers
 these new names and changes nothing else."""
 from .finite import (FiniteLossHook, NonFiniteLossError, NonFiniteWeightsError,
                      check_finite_weights)
