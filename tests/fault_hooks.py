@@ -3,8 +3,8 @@
 
 ``VATTN_TEST_FAULT=ACTION:RANK:ITER`` makes rank RANK, just before training
 iteration ITER (0-based), ``raise`` an exception, ``kill`` itself with SIGKILL
-or ``hang`` (sleep; it writes ``<work_dir>/fault_hang_rank<RANK>`` first so a
-test knows it got there).
+``hang`` (sleep; it writes ``<work_dir>/fault_hang_rank<RANK>`` first so a
+test knows it got there) or make the first loss term of that iteration ``nan``.
 """
 import os
 import signal
@@ -13,6 +13,7 @@ from pathlib import Path
 
 from mmengine.dist import get_rank
 from mmengine.hooks import Hook
+from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
 ENV = 'VATTN_TEST_FAULT'
@@ -33,7 +34,25 @@ class FaultInjectionHook(Hook):
             raise RuntimeError(f'injected failure on rank {rank} at iteration {at_iter}')
         if action == 'kill':
             os.kill(os.getpid(), signal.SIGKILL)
+        if action == 'nan':
+            return poison_next_loss(runner.model.module if is_model_wrapper(runner.model)
+                                    else runner.model)
         if action == 'hang':
             Path(runner.work_dir, f'fault_hang_rank{rank}').touch()
             time.sleep(3600)
         raise ValueError(f'{ENV}: unknown action {action!r}')
+
+
+def poison_next_loss(model) -> None:
+    """The next ``model.loss`` call returns its first loss term times NaN."""
+    original = model.loss
+
+    def poisoned(*args, **kwargs):
+        del model.loss  # the class's method again
+        losses = original(*args, **kwargs)
+        name = next(k for k in losses if 'loss' in k)
+        value = losses[name]
+        losses[name] = [v * float('nan') for v in value] if isinstance(value, list) \
+            else value * float('nan')
+        return losses
+    model.loss = poisoned

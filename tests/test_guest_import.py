@@ -234,16 +234,20 @@ def test_mmdet_train_py_trains_resumes_and_refuses_untrusted_pickles(tmp_path):
     first = upstream_train(work, root, 2)
     log = without_module_list(first.stdout + first.stderr)
     assert first.returncode == 0, log[-6000:]
-    assert 'CrashSafeCheckpointHook' in log and 'PlainMessageHubHook' in log, log[-3000:]
+    for hook in ('CrashSafeCheckpointHook', 'PlainMessageHubHook', 'RandomStateHook',
+                 'FiniteLossHook'):
+        assert hook in log, f'{hook} missing:\n{log[-3000:]}'
     assert sorted(p.name for p in work.glob('*.pth')) == ['iter_2.pth']  # rotated after saving
     assert not list(work.glob(f'{TMP_PREFIX}*'))
     ckpt = torch.load(work / 'iter_2.pth', weights_only=True)  # no allow-list needed
     assert isinstance(ckpt['message_hub']['log_scalars']['train/loss'], dict)
+    assert ckpt['random_state']['iter'] == 2 and ckpt['random_state']['world_size'] == 1
 
     resumed = upstream_train(work, root, 3, '--resume')
     log = without_module_list(resumed.stdout + resumed.stderr)
     assert resumed.returncode == 0, log[-6000:]
     assert 'resumed epoch: 0, iter: 2' in log and 'Iter(train) [3/3]' in log, log[-3000:]
+    assert 'Random-number state of iteration 2 restored' in log, log[-3000:]
     assert (work / 'iter_3.pth').is_file()
 
     marker = tmp_path / 'code_ran'

@@ -8,3 +8,8 @@ custom_imports = dict(imports=['vattn_mm'], allow_failed_imports=False)
 runner_type = 'SafeRunner'
 # mmcv's nms / roi_align run in float32 under bfloat16 autocast while the runner runs.
 float32_mmcv_ops = True
+# Exact resume: every rank's Python / NumPy / torch / CUDA generator states go into the
+# checkpoints and come back on resume. A NaN / inf loss stops the run, naming the iteration
+# and the loss terms; no checkpoint with non-finite weights is written. (SafeRunner adds
+# both hooks if a config replaces this list.)
+custom_hooks = [dict(type='RandomStateHook'), dict(type='FiniteLossHook')]

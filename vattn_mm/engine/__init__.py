@@ -1,11 +1,17 @@
 """What configs name to switch vattn-mm's protections on: the runner
-``SafeRunner``, the hooks ``CrashSafeCheckpointHook``, ``PlainMessageHubHook``
-and ``ExactCheckpointHook``, the transform ``NameImageErrors`` and the file
-backend ``'atomic_local'`` (see docs/reliability.md).  Importing registers
+``SafeRunner``, the hooks ``CrashSafeCheckpointHook``, ``PlainMessageHubHook``,
+``RandomStateHook``, ``FiniteLossHook`` and ``ExactCheckpointHook``, the
+transform ``NameImageErrors`` and the file backend ``'atomic_local'`` (see
+docs/reliability.md).  Importing registers
 these new names and changes nothing else."""
+from .finite import (FiniteLossHook, NonFiniteLossError, NonFiniteWeightsError,
+                     check_finite_weights)
 from .hooks import ATOMIC_BACKEND, CrashSafeCheckpointHook, ExactCheckpointHook, PlainMessageHubHook
+from .random_state import RandomStateHook, capture_random_state, restore_random_state
 from .runner import SafeRunner
 from .transforms import NameImageErrors, name_image_errors
 
-__all__ = ['ATOMIC_BACKEND', 'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'NameImageErrors',
-           'PlainMessageHubHook', 'SafeRunner', 'name_image_errors']
+__all__ = ['ATOMIC_BACKEND', 'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'FiniteLossHook',
+           'NameImageErrors', 'NonFiniteLossError', 'NonFiniteWeightsError', 'PlainMessageHubHook',
+           'RandomStateHook', 'SafeRunner', 'capture_random_state', 'check_finite_weights',
+           'name_image_errors', 'restore_random_state']

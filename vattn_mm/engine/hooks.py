@@ -15,6 +15,7 @@ from mmengine.registry import HOOKS
 from ..backbones.loading import CheckpointMismatchError, LoadReport
 from ..utils.atomic_io import AtomicLocalBackend, atomic_write
 from ..utils.safe_load import URI_SCHEME, plain_message_hub, restore_message_hub
+from .finite import check_finite_weights
 
 #: the file backend (``backend_args=dict(backend=...)``) that writes local files atomically
 ATOMIC_BACKEND = 'atomic_local'
@@ -29,6 +30,8 @@ class CrashSafeCheckpointHook(CheckpointHook):
     Local checkpoints are written through the ``'atomic_local'`` file backend
     (unless ``backend_args`` names another), ``last_checkpoint`` is replaced
     atomically, and the oldest kept checkpoint is removed only after both.
+    Weights holding NaN or infinite values are refused
+    (:class:`~vattn_mm.engine.NonFiniteWeightsError`) before anything changes.
     """
 
     def __init__(self, *args, **kwargs) -> None:
@@ -38,8 +41,10 @@ class CrashSafeCheckpointHook(CheckpointHook):
             self.backend_args = dict(backend=ATOMIC_BACKEND)
 
     def _save_checkpoint_with_step(self, runner, step, meta) -> None:
-        stale = self._rotate(runner, step)
         ckpt_filename = self.filename_tmpl.format(step)
+        if getattr(runner, 'model', None) is not None:  # before any bookkeeping changes
+            check_finite_weights(runner.model, f'Checkpoint {ckpt_filename}')
+        stale = self._rotate(runner, step)
         self.last_ckpt = self.file_backend.join_path(self.out_dir, ckpt_filename)
         runner.message_hub.update_info('last_ckpt', self.last_ckpt)
         runner.save_checkpoint(

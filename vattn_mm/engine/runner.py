@@ -14,7 +14,9 @@ from torch.utils.data import DataLoader
 from ..utils.amp import float32_mmcv_ops
 from ..utils.data_checks import check_not_empty, empty_dataset_error
 from ..utils.safe_load import load_runner_checkpoint
+from .finite import FiniteLossHook
 from .hooks import CrashSafeCheckpointHook, PlainMessageHubHook
+from .random_state import RandomStateHook
 from .transforms import name_image_errors
 
 
@@ -33,6 +35,10 @@ class SafeRunner(Runner):
       :class:`~vattn_mm.engine.CrashSafeCheckpointHook` (same arguments) and
       adds :class:`~vattn_mm.engine.PlainMessageHubHook`, so that the
       checkpoints it writes are atomic and load without an allow-list;
+    - adds :class:`~vattn_mm.engine.RandomStateHook` (exact resume) and
+      :class:`~vattn_mm.engine.FiniteLossHook` (stop at a NaN / inf loss)
+      when a config's ``custom_hooks`` replaced the list of
+      ``vattn_runtime.py`` that names them;
     - raises :class:`~vattn_mm.utils.EmptyDatasetError` for a dataset that
       ends up empty and wraps image loaders in
       :class:`~vattn_mm.engine.NameImageErrors`;
@@ -49,9 +55,9 @@ class SafeRunner(Runner):
         if checkpoint is not None and _hook_type(checkpoint) in ('CheckpointHook', CheckpointHook):
             default_hooks['checkpoint'] = dict(checkpoint, type=CrashSafeCheckpointHook)
         custom_hooks = list(custom_hooks or [])
-        if not any(_hook_type(h) in ('PlainMessageHubHook', PlainMessageHubHook)
-                   for h in custom_hooks):
-            custom_hooks.append(dict(type=PlainMessageHubHook))
+        for hook in (PlainMessageHubHook, RandomStateHook, FiniteLossHook):
+            if not any(_hook_type(h) in (hook.__name__, hook) for h in custom_hooks):
+                custom_hooks.append(dict(type=hook))
         super().register_hooks(default_hooks, custom_hooks)
 
     def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
