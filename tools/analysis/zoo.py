@@ -55,7 +55,7 @@ REFERENCE = 'sra'
 QUICK_ARCH = dict(embed_dims=[32, 64, 96, 128], depths=[1, 1, 1, 1], num_heads=[1, 2, 3, 4],
                   mlp_ratios=[2, 2, 2, 2])
 FPN_CHANNELS, QUICK_FPN_CHANNELS = 256, 32
-FULL_SIZES = (256, 512, 768, 1024, 1536, 2048)
+FULL_SIZES = (256, 512, 1024, 2048)
 QUICK_SIZES = (64, 96)
 #: task -> (config suffix, metric keys reported by the evaluator, short names)
 TASKS = {
@@ -256,9 +256,10 @@ def data_options(task: str, root: Path) -> dict:
     """``--cfg-options`` pointing a demo config at the demo data under ``root``."""
     if task == 'det':
         coco = f'{root}/coco/'
-        return {f'{split}_dataloader.dataset.data_root': coco for split in ('train', 'val', 'test')} | {
-            'val_evaluator.ann_file': f'{coco}annotations/instances_val.json',
-            'test_evaluator.ann_file': f'{coco}annotations/instances_val.json'}
+        opts = {f'{split}_dataloader.dataset.data_root': coco
+                for split in ('train', 'val', 'test')}
+        return opts | {f'{split}_evaluator.ann_file': f'{coco}annotations/instances_val.json'
+                       for split in ('val', 'test')}
     return {f'{split}_dataloader.dataset.data_root': f'{root}/ade/'
             for split in ('train', 'val', 'test')}
 
@@ -460,7 +461,8 @@ def plot(rows: Sequence[benchlib.Row], acc: dict, ref_size: int, out: Path) -> l
             ('fwd_ms', 'train_ms', 'latency (ms)', 'zoo_latency'),
             ('fwd_peak_mib', 'train_peak_mib', 'peak memory (MiB)', 'zoo_memory')):
         fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
-        for ax, key, title in ((axes[0], key_fwd, 'forward'), (axes[1], key_train, 'training step')):
+        for ax, key, title in ((axes[0], key_fwd, 'forward'),
+                               (axes[1], key_train, 'training step')):
             for n in names:
                 pts = [(int(r.shape.split('x')[0]), getattr(r, key)) for r in rows
                        if r.target.partition('@')[0] == n and getattr(r, key)]
