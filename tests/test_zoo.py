@@ -87,7 +87,7 @@ def test_quick_mode_end_to_end(tmp_path):
     out = tmp_path / 'zoo'
     res = subprocess.run([sys.executable, str(ZOO.ROOT / 'tools/analysis/zoo.py'), '--quick',
                           '--variants', 'sra', 'hilo', '--out-dir', str(out)],
-                         cwd=ZOO.ROOT, capture_output=True, text=True, timeout=900)
+                         cwd=ZOO.ROOT, capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     with open(out / 'zoo_speed.csv') as f:
         rows = list(csv.DictReader(f))
