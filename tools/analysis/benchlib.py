@@ -80,6 +80,11 @@ class Case:
     warmup: int = 2
     iters: int = 5
     threads: Optional[int] = None
+    #: ``'module:function'`` building ``target`` instead of
+    #: :func:`vattn_mm.analysis.build_target`: a sibling script of this file
+    #: (e.g. ``'zoo:build_zoo_target'``) called as ``fn(target, with_cp=...,
+    #: device=...)`` and returning a :class:`vattn_mm.analysis.Target`
+    builder: str = ''
 
 
 @dataclass
@@ -275,8 +280,8 @@ def _step_fn(case: Case) -> tuple[Any, Callable[[], None]]:
     ``zero_grad`` does)."""
     import torch
 
-    from vattn_mm.analysis import build_target
-    target = build_target(case.target, with_cp=case.mode == 'train_cp', device=case.device)
+    target = _target_builder(case.builder)(case.target, with_cp=case.mode == 'train_cp',
+                                           device=case.device)
     model = target.model
     images = torch.randn(1, 3, *case.shape, device=case.device)
     amp = case.dtype != 'fp32'
@@ -298,6 +303,21 @@ def _step_fn(case: Case) -> tuple[Any, Callable[[], None]]:
             loss = sum(t.float().sum() for t in outs if t.requires_grad)
             loss.backward()
     return model, step
+
+
+def _target_builder(builder: str) -> Callable[..., Any]:
+    """The function that builds a case's target (see :attr:`Case.builder`)."""
+    if not builder:
+        from vattn_mm.analysis import build_target
+        return build_target
+    module, _, name = builder.partition(':')
+    if not module or not name:
+        raise ValueError(f"builder must be 'module:function', got {builder!r}")
+    here = str(Path(__file__).resolve().parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    import importlib
+    return getattr(importlib.import_module(module), name)
 
 
 def _plain_twin(case: Case, model: Any) -> Callable[[], None]:
@@ -369,11 +389,17 @@ def _run_worker(case: Case, parts: Sequence[str], env: dict,
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def run_case(case: Case, timeout: Optional[float] = None) -> Measurement:
+def run_case(case: Case, timeout: Optional[float] = None,
+             one_process: bool = False) -> Measurement:
     """Measure ``case`` in fresh interpreters: time and CUDA memory in one, CPU
-    memory in a second one started with :data:`MMAP_MALLOC_ENV`."""
+    memory in a second one started with :data:`MMAP_MALLOC_ENV`.
+    ``one_process``: CPU time and memory in the one :data:`MMAP_MALLOC_ENV`
+    process (half the start-ups; the time then includes the page faults of
+    unmapped blocks: for smoke runs, not for reports)."""
     if case.device.startswith('cuda'):
         return Measurement(**_run_worker(case, ('time', 'memory'), dict(os.environ), timeout))
+    if one_process:
+        return Measurement(**_run_worker(case, ('time', 'memory'), memory_worker_env(), timeout))
     timed = _run_worker(case, ('time', ), dict(os.environ), timeout)
     memory = _run_worker(case, ('memory', ), memory_worker_env(), timeout)
     return Measurement(**{**timed, **{k: memory[k] for k in ('peak_mib', 'memory_method')}})
@@ -416,7 +442,7 @@ def benchmark(targets: Sequence[str], shapes: Sequence[tuple[int, int]],
             for mode in modes:
                 bar.set_description(f'{target} {row.shape} {mode}')
                 try:
-                    _fill(row, mode, run_case(Case(target, shape, mode, **case_kwargs)))
+                    fill_row(row, mode, run_case(Case(target, shape, mode, **case_kwargs)))
                 except (RuntimeError, subprocess.TimeoutExpired) as err:
                     row.error = f'{row.error}; {mode}: {err}'.lstrip('; ')
                 bar.update()
@@ -427,7 +453,9 @@ def benchmark(targets: Sequence[str], shapes: Sequence[tuple[int, int]],
     return rows
 
 
-def _fill(row: Row, mode: str, m: Measurement) -> None:
+def fill_row(row: Row, mode: str, m: Measurement) -> None:
+    """Put the measurement ``m`` of ``mode`` into ``row`` (fraction of peak
+    from the row's GMACs)."""
     factor = 1 if mode == 'fwd' else TRAIN_MAC_FACTOR
     frac = 2 * factor * row.gmacs / (m.latency_ms / 1e3) / m.mm_gflops
     if mode == 'fwd':

@@ -1,0 +1,108 @@
+"""The attention zoo (docs/zoo.md): its variants are one macro architecture
+with only the mixer changed, matched in cost to the reference, and the
+measuring tool (tools/analysis/zoo.py) runs end to end in quick mode."""
+import csv
+import math
+import subprocess
+import sys
+
+import pytest
+from mmengine.config import Config
+
+from vattn_mm.layers import MIXERS
+
+from .tools import load_tool
+
+load_tool('analysis/benchlib.py')   # zoo.py imports it as a sibling module
+ZOO = load_tool('analysis/zoo.py')
+COMMON = ZOO.FRAGMENTS / 'zoo_common.py'
+#: variants whose 224x224 GMACs are not within 5 % of the reference (docs/zoo.md says why)
+UNMATCHED_GMACS = {'global', 'quadtree_b'}
+
+
+def test_every_mixer_has_a_variant():
+    mixers = set()
+    for name in ZOO.variants():
+        mixer = Config.fromfile(str(ZOO.FRAGMENTS / f'zoo_{name}.py')).backbone.mixer
+        mixers |= {m['type'] for m in (mixer if isinstance(mixer, list) else [mixer])}
+    assert mixers == set(MIXERS)
+    assert ZOO.variants()[0] == ZOO.REFERENCE and 'sra_peg' in ZOO.variants()
+
+
+@pytest.mark.parametrize('name', ZOO.variants())
+def test_variant_changes_only_the_mixer(name):
+    common = Config.fromfile(str(COMMON)).backbone.to_dict()
+    backbone = ZOO.backbone_config(name)
+    extra = {'mixer', 'position'} if name == 'sra_peg' else {'mixer'}
+    assert set(backbone) - set(common) == extra
+    assert {k: backbone[k] for k in common if k != 'init_cfg'} == {
+        k: v for k, v in common.items() if k != 'init_cfg'}
+
+
+def test_variants_are_matched_to_the_reference():
+    """The table of docs/zoo.md: GMACs of the backbone at 224x224 within 5 %
+    of the reference's (params: see the page)."""
+    ref = ZOO.complexity(ZOO.REFERENCE, 224, 'backbone')
+    for name in ZOO.variants():
+        params, gmacs = ZOO.complexity(name, 224, 'backbone')
+        assert params > 0 and gmacs > 0
+        if name not in UNMATCHED_GMACS:
+            assert abs(gmacs / ref[1] - 1) <= 0.05, (name, gmacs, ref)
+
+
+def test_growth_exponent_and_pareto_front():
+    assert ZOO.growth_exponent([(1, 3), (10, 30), (100, 300)]) == pytest.approx(1)
+    assert ZOO.growth_exponent([(2, 4), (4, 16), (8, 64)]) == pytest.approx(2)
+    assert ZOO.growth_exponent([(2, 4)]) is None
+    points = {'a': (10, 0.5), 'b': (20, 0.7), 'c': (30, 0.6), 'd': (5, 0.2)}
+    assert ZOO.pareto_front(points) == ['d', 'a', 'b']
+
+
+def test_sweep_stops_at_the_memory_cap(monkeypatch):
+    """Peaks grow 4x per size step: the size whose extrapolated peak passes
+    the cap is not run, and the row says so."""
+    benchlib = ZOO.benchlib
+    ran = []
+
+    def fake_case(case, timeout=None, one_process=False):
+        ran.append(case.shape[0])
+        peak = case.shape[0] ** 2 / 1000
+        return benchlib.Measurement(latency_ms=case.shape[0] / 10, peak_mib=peak,
+                                    mm_gflops=100., threads=1, memory_method='fake', load1=0.)
+    monkeypatch.setattr(benchlib, 'run_case', fake_case)
+    monkeypatch.setattr(ZOO, 'complexity', lambda spec, size: (1., size ** 2 / 1e5))
+    rows = ZOO.sweep('sra@quick', [100, 200, 400, 800], ('fwd', 'train'),
+                     memory_cap_mib=100, case_timeout=10)
+    assert sorted(set(ran)) == [100, 200]
+    assert [r.shape for r in rows] == ['100x100', '200x200', '400x400']
+    assert rows[-1].error.startswith('stopped: predicted peak 160 MiB > memory cap')
+    fit = ZOO.scaling('sra', rows)
+    assert fit.fwd_time == pytest.approx(0.5) and fit.fwd_memory == pytest.approx(1)
+    assert fit.stopped == rows[-1].error
+
+
+def test_quick_mode_end_to_end(tmp_path):
+    """What the full run does, at tiny widths: speed sweep, training and
+    testing on both demo tasks, CSVs, tables and plots."""
+    out = tmp_path / 'zoo'
+    res = subprocess.run([sys.executable, str(ZOO.ROOT / 'tools/analysis/zoo.py'), '--quick',
+                          '--variants', 'sra', 'hilo', '--out-dir', str(out)],
+                         cwd=ZOO.ROOT, capture_output=True, text=True, timeout=1200)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+    with open(out / 'zoo_speed.csv') as f:
+        rows = list(csv.DictReader(f))
+    assert [(r['target'], r['shape']) for r in rows] == [
+        (v + '@quick', s) for v in ('sra', 'hilo') for s in ('64x64', '96x96')]
+    assert all(float(r['fwd_ms']) > 0 and float(r['train_ms']) > 0 for r in rows)
+    with open(out / 'zoo_accuracy.csv') as f:
+        runs = list(csv.DictReader(f))
+    assert [(r['variant'], r['task']) for r in runs] == [
+        (v, t) for v in ('sra', 'hilo') for t in ('seg', 'det')]
+    assert all(not r['error'] for r in runs)
+    table = (out / 'zoo.md').read_text()
+    assert 'NOT ImageNet / COCO / ADE20K accuracy' in table and '| hilo |' in table
+    for name in ('zoo_latency', 'zoo_memory', 'zoo_accuracy'):
+        assert (out / f'{name}.png').stat().st_size > 0
+    with open(out / 'zoo_scaling.csv') as f:
+        fits = list(csv.DictReader(f))
+    assert all(math.isfinite(float(r['fwd_time'])) for r in fits)
