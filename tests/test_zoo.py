@@ -50,10 +50,7 @@ def test_variants_are_matched_to_the_reference():
             assert abs(gmacs / ref[1] - 1) <= 0.05, (name, gmacs, ref)
 
 
-def test_growth_exponent_and_pareto_front():
-    assert ZOO.growth_exponent([(1, 3), (10, 30), (100, 300)]) == pytest.approx(1)
-    assert ZOO.growth_exponent([(2, 4), (4, 16), (8, 64)]) == pytest.approx(2)
-    assert ZOO.growth_exponent([(2, 4)]) is None
+def test_pareto_front():
     points = {'a': (10, 0.5), 'b': (20, 0.7), 'c': (30, 0.6), 'd': (5, 0.2)}
     assert ZOO.pareto_front(points) == ['d', 'a', 'b']
 

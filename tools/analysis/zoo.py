@@ -161,17 +161,6 @@ def tokens(size: int) -> int:
     return math.ceil(size / 4) ** 2
 
 
-def growth_exponent(points: Sequence[tuple[float, float]]) -> Optional[float]:
-    """Least-squares slope of log(y) against log(x) (None under 2 points)."""
-    pts = [(math.log(x), math.log(y)) for x, y in points if x > 0 and y and y > 0]
-    if len(pts) < 2:
-        return None
-    mx = sum(x for x, _ in pts) / len(pts)
-    my = sum(y for _, y in pts) / len(pts)
-    sxx = sum((x - mx) ** 2 for x, _ in pts)
-    return sum((x - mx) * (y - my) for x, y in pts) / sxx if sxx else None
-
-
 def predicted_peak(rows: Sequence[benchlib.Row], size: int) -> Optional[float]:
     """Training (else forward) peak MiB at ``size`` extrapolated from the
     last two measured sizes (power law in the tokens)."""
@@ -235,7 +224,7 @@ def scaling(variant: str, rows: Sequence[benchlib.Row]) -> Scaling:
     measured = [r for r in mine if r.fwd_ms is not None]
 
     def fit(key: str) -> Optional[float]:
-        return growth_exponent([(tokens(int(r.shape.split('x')[0])), getattr(r, key))
+        return benchlib.growth_exponent([(tokens(int(r.shape.split('x')[0])), getattr(r, key))
                                 for r in measured])
     return Scaling(variant, ' '.join(r.shape.split('x')[0] for r in measured),
                    fit('fwd_ms'), fit('train_ms'), fit('fwd_peak_mib'), fit('train_peak_mib'),
