@@ -184,3 +184,12 @@ def test_every_parameter_gets_a_gradient():
     sum(o.square().mean() for o in model(torch.randn(2, 3, 48, 80))).backward()
     missing = [n for n, p in model.named_parameters() if p.grad is None or not p.grad.any()]
     assert not missing, missing
+
+
+def test_agent_shapes_argument_replaces_the_dense_grids():
+    model = AgentPVT(MICRO, agent_shapes=[(2, 2), (3, 3), (4, 4), (4, 4)], drop_path_rate=0.)
+    grids = [stage.blocks[0].attn.agent_shape for stage in model.stages]
+    assert grids == [(2, 2), (3, 3), (4, 4), (4, 4)]
+    assert model.arch['downstream_agent_shapes'] == grids
+    with pytest.raises(ValueError, match='agent_shapes has 2 entries but there are 4 stages'):
+        AgentPVT(MICRO, agent_shapes=[(2, 2), (3, 3)])

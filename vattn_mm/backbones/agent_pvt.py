@@ -4,7 +4,7 @@ ECCV 2024, arXiv:2312.08874)."""
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import torch
 from mmengine.registry import MODELS
@@ -38,6 +38,10 @@ class AgentPVT(TokenPyramid):
             ``scale`` (-0.5), ``qkv_bias`` (True), ``patch_size`` (4),
             ``agent_sr_ratios`` ('1111'), ``attn_type`` (only ``'AAAA'``:
             agent attention in every stage, as all releases).
+        agent_shapes: agent grid per stage at run time, replacing the arch's
+            ``downstream_agent_shapes`` (e.g. the training grids 3x3 / 4x4 /
+            7x7 / 7x7 for small images, where the dense grids hold more agents
+            than tokens).
         in_channels: image channels.
         drop_path_rate: stochastic depth, rising linearly over blocks.
         out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
@@ -91,10 +95,16 @@ class AgentPVT(TokenPyramid):
         agents = cls.parse_arch(arch)[1]['agent_num']
         return {'downstream_agent_shapes': [(math.isqrt(n), ) * 2 for n in agents]}, {}
 
-    def __init__(self, arch: Union[str, Mapping[str, Any]] = 'small', in_channels: int = 3,
+    def __init__(self, arch: Union[str, Mapping[str, Any]] = 'small',
+                 agent_shapes: Optional[Sequence[Sequence[int]]] = None, in_channels: int = 3,
                  drop_path_rate: float = 0.1, **kwargs):
         a = self.parse_arch(arch)[1]
         stages = len(a['depths'])
+        if agent_shapes is not None:
+            if len(agent_shapes) != stages:
+                raise ValueError(f'AgentPVT: agent_shapes has {len(agent_shapes)} entries but '
+                                 f'there are {stages} stages')
+            a['downstream_agent_shapes'] = [tuple(s) for s in agent_shapes]
         if a['attn_type'] != 'A' * stages:
             raise ValueError(
                 f"AgentPVT: attn_type must be {'A' * stages!r} (agent attention in every "
@@ -122,6 +132,7 @@ class AgentPVT(TokenPyramid):
             position=[dict(type='AbsolutePosEmbed', grid_size=w) for w in windows],
             out_norm_cfg=None, in_channels=in_channels, drop_path_rate=drop_path_rate,
             **kwargs)
+        self.arch['downstream_agent_shapes'] = a['downstream_agent_shapes']
 
     @property
     def min_input_size(self) -> int:
