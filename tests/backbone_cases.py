@@ -53,6 +53,9 @@ CASES = {
         dict(embed_dim=8, depths=[1, 1, 2, 1], mlp_ratio=2., focal_levels=[2, 2, 2, 2],
              focal_windows=[3, 3, 3, 3]),
         key_list=lambda arch: f'focalnet_{arch}'),
+    'EfficientViT': BackboneCase(
+        dict(width_list=[8, 16, 24, 32, 48], depth_list=[1, 2, 2, 1, 1], dim=16),
+        key_list=lambda arch: f'efficientvit_{arch}'),
 }
 REGISTERED = sorted(registered_backbones())
 assert sorted(CASES) == REGISTERED, f'backbone cases {sorted(CASES)} != registered {REGISTERED}'
