@@ -202,6 +202,10 @@ class PyramidBackbone(BaseModule):
     #: stage before pooling, where that norm is not a backbone key (``'norm.'``);
     #: ``None``: the backbone holds it (PVTv2's ``norm4``) or there is none (P2T)
     classifier_norm: ClassVar[Optional[str]] = None
+    #: official classifier keys -> mmpretrain ``ImageClassifier`` keys
+    #: (``neck.*`` of :meth:`imagenet_neck`, ``head.fc.*``); ``None``: the
+    #: official head is one linear layer ``head.weight`` / ``head.bias``
+    classifier_keys: ClassVar[Optional[KeyMap]] = None
 
     def __init__(self, arch: Union[str, Mapping[str, Any]],
                  out_indices: Sequence[int] = (0, 1, 2, 3),
@@ -265,10 +269,11 @@ class PyramidBackbone(BaseModule):
                         'declare their stride')
                 self.size_multiple = max(self.size_multiple, self.strides[i] * multiple)
 
-    def imagenet_head(self, num_classes: int = 1000) -> Optional[nn.Module]:
-        """The official ImageNet classifier head on the last stage's map
-        (``head(map) -> logits``) where it is more than global average
-        pooling + one linear layer; ``None``: it is that."""
+    def imagenet_neck(self) -> Optional[dict]:
+        """Config of the registered module between the last stage's map and
+        the final linear layer of the official ImageNet classifier (an
+        mmpretrain neck with an ``out_channels`` attribute), where that is
+        more than global average pooling; ``None``: it is pooling."""
         return None
 
     @property

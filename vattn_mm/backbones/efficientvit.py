@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import torch
-from mmcv.cnn import build_activation_layer
 from mmengine.registry import MODELS
 from torch import nn
 
@@ -49,25 +48,6 @@ class EfficientViTEmbed(nn.Module):
         if self.has_stem:
             x = self.forward_stem(x)
         return map_to_tokens(self.downsample.forward_map(x))
-
-
-class EfficientViTClsHead(nn.Module):
-    """The official ImageNet classifier (``ClsHead``): 1x1 conv + BN + act
-    on the last map, global average pooling, linear (no bias) + LayerNorm +
-    act, linear to the classes."""
-
-    def __init__(self, in_channels: int, widths: Sequence[int], num_classes: int,
-                 norm_cfg: Cfg, act_cfg: Cfg, ln_eps: float = B_SERIES_NORM_EPS):
-        super().__init__()
-        self.conv = ConvNormAct(in_channels, widths[0], norm_cfg=norm_cfg, act_cfg=act_cfg)
-        self.fc1 = nn.Linear(widths[0], widths[1], bias=False)
-        self.norm = nn.LayerNorm(widths[1], eps=ln_eps)
-        self.act = build_activation_layer(dict(act_cfg))
-        self.fc2 = nn.Linear(widths[1], num_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv(x).mean((2, 3))
-        return self.fc2(self.act(self.norm(self.fc1(x))))
 
 
 @MODELS.register_module()
@@ -136,6 +116,12 @@ class EfficientViT(PyramidBackbone):
         official_prefix='backbone.',
     )
     official_wrapper = 'state_dict'
+    classifier_keys = KeyMap((
+        ('head.op_list.0.', 'neck.conv.'),
+        ('head.op_list.2.linear.', 'neck.fc.'),
+        ('head.op_list.2.norm.', 'neck.norm.'),
+        ('head.op_list.3.linear.', 'head.fc.'),
+    ))
 
     def __init__(self, arch: Union[str, Cfg] = 'b1', drop_path_rate: float = 0., **kwargs):
         super().__init__(arch, **kwargs)
@@ -199,11 +185,14 @@ class EfficientViT(PyramidBackbone):
         """The stride-2 stem map (official ``stage0``) of an image."""
         return self.stages[0].patch_embed.forward_stem(x)
 
-    def imagenet_head(self, num_classes: int = 1000) -> nn.Module:
-        """The official ``ClsHead`` with the arch's ``head_width_list``."""
+    def imagenet_neck(self) -> dict:
+        """The official ``ClsHead`` but its last linear layer
+        (:class:`~vattn_mm.layers.EfficientViTClsNeck`), with the arch's
+        ``head_width_list``."""
         widths = self.arch['head_width_list']
         if widths is None:
             raise ValueError('EfficientViT: this arch has no head_width_list (the ImageNet '
                              'classifier widths)')
-        return EfficientViTClsHead(self.out_channels[-1], widths, num_classes,
-                                   self.norm_cfg, self.act_cfg)
+        return dict(type='EfficientViTClsNeck', in_channels=self.out_channels[-1],
+                    widths=list(widths), norm_cfg=self.norm_cfg, act_cfg=self.act_cfg,
+                    ln_eps=B_SERIES_NORM_EPS)

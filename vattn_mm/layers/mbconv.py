@@ -131,3 +131,36 @@ class MBConv(nn.Module):
             raise RuntimeError('MBConv: a strided block changes the map size; call '
                                'forward_map on the map instead')
         return map_to_tokens(self.forward_map(tokens_to_map(x, hw)))[0]
+
+
+@MODELS.register_module()
+class EfficientViTClsNeck(nn.Module):
+    """EfficientViT's ImageNet classifier up to its last linear layer, as an
+    mmpretrain neck (official ``ClsHead`` without ``op_list.3``): 1x1 conv +
+    norm + act on the last map, global average pooling, linear (no bias) +
+    LayerNorm + act.  The final linear layer is mmpretrain's
+    ``LinearClsHead`` on the ``widths[1]``-wide output.
+
+    Takes a map or a tuple of maps (the last one is used, as mmpretrain's
+    ``GlobalAveragePooling`` does) and returns the same kind.
+    """
+
+    def __init__(self, in_channels: int, widths: Sequence[int], norm_cfg: Cfg = BN,
+                 act_cfg: Cfg = HSWISH, ln_eps: float = 1e-5):
+        super().__init__()
+        if len(widths) != 2:
+            raise ValueError(f'EfficientViTClsNeck: widths needs 2 entries (conv, linear), '
+                             f'got {widths!r}')
+        self.out_channels = widths[1]
+        self.conv = ConvNormAct(in_channels, widths[0], norm_cfg=norm_cfg, act_cfg=act_cfg)
+        self.fc = nn.Linear(widths[0], widths[1], bias=False)
+        self.norm = nn.LayerNorm(widths[1], eps=ln_eps)
+        self.act = build_activation_layer(dict(act_cfg))
+
+    def pool(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.norm(self.fc(self.conv(x).mean((2, 3)))))
+
+    def forward(self, inputs: Union[torch.Tensor, Sequence[torch.Tensor]]):
+        if isinstance(inputs, torch.Tensor):
+            return self.pool(inputs)
+        return (self.pool(inputs[-1]), )
