@@ -2,7 +2,7 @@
 Prediction (Cai et al., ICCV 2023, arXiv:2205.14756), the B-series backbone."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence, Union
+from typing import Any, Mapping, Optional, Union
 
 import torch
 from mmengine.registry import MODELS
