@@ -58,6 +58,9 @@ CASES = {
              depths=[1, 2, 1, 1], agent_num=[4, 9, 16, 16], img_size=64,
              downstream_agent_shapes=[[3, 3], [4, 4], [5, 5], [5, 5]]),
         key_list=lambda arch: f'agent_pvt_{arch}'),
+    'EfficientViT': BackboneCase(
+        dict(width_list=[8, 16, 24, 32, 48], depth_list=[1, 2, 2, 1, 1], dim=16),
+        key_list=lambda arch: f'efficientvit_{arch}'),
 }
 REGISTERED = sorted(registered_backbones())
 assert sorted(CASES) == REGISTERED, f'backbone cases {sorted(CASES)} != registered {REGISTERED}'

@@ -130,8 +130,14 @@ def test_bad_arch_is_a_clear_error(name):
 
 @pytest.mark.parametrize('name', REGISTERED)
 def test_out_channels_are_the_stage_widths(name):
-    model = build_micro(name)
-    widths = [stage.blocks[0].norm2.normalized_shape[0] for stage in model.stages]
+    """``out_channels``: the channels of the tokens each stage's blocks run on."""
+    model = build_micro(name).eval()
+    widths = []
+    for stage in model.stages:
+        stage.blocks[0].register_forward_pre_hook(
+            lambda module, args: widths.append(args[0].shape[-1]))
+    with torch.no_grad():
+        model(torch.randn(1, 3, *CASES[name].size))
     assert model.out_channels == widths
 
 

@@ -87,15 +87,32 @@ def _pre_head_tokens(family: str, rec: dict) -> torch.Tensor:
     return tokens
 
 
+def efficientvit_logits(rec: dict) -> torch.Tensor:
+    """mit-han-lab/efficientvit ``cls.py`` ``ClsHead`` on ``stage4``: 1x1
+    ConvLayer (BN, hswish), global average pool, LinearLayer (no bias, LN,
+    hswish), LinearLayer; eps 1e-5 (``set_norm_eps``)."""
+    ck = {k[len('head.op_list.'):]: v for k, v in rec['checkpoint'].items()
+          if k.startswith('head.op_list.')}
+    x = F.conv2d(rec['outputs'][3], ck['0.conv.weight'])
+    x = F.hardswish(F.batch_norm(x, ck['0.norm.running_mean'], ck['0.norm.running_var'],
+                                 ck['0.norm.weight'], ck['0.norm.bias'], eps=1e-5))
+    x = F.linear(x.mean((2, 3)), ck['2.linear.weight'])
+    x = F.hardswish(F.layer_norm(x, x.shape[-1:], ck['2.norm.weight'], ck['2.norm.bias'], 1e-5))
+    return F.linear(x, ck['3.linear.weight'], ck['3.linear.bias'])
+
+
 def official_logits(family: str, rec: dict) -> torch.Tensor:
     ck = rec['checkpoint']
+    if family == 'efficientvit':
+        return efficientvit_logits(rec)
     return F.linear(_pre_head_tokens(family, rec).mean(1), ck['head.weight'], ck['head.bias'])
 
 
 CLASSIFIER_CASES = (
     cases('pvtv2') + cases('p2t') + cases('quadtree', {'micro_B_clsfeatures'})
     + cases('litv2', {'micro_a05', 'micro_a09'}) + cases('dilateformer')
-    + cases('focalnet', {'micro_srf', 'micro_lrf_layerscale'}) + cases('agent_pvt'))
+    + cases('focalnet', {'micro_srf', 'micro_lrf_layerscale'}) + cases('agent_pvt')
+    + cases('efficientvit'))
 
 
 def load_exported(cfg_path: str, ckpt_path: str, strict: bool = True):
@@ -120,8 +137,9 @@ def test_official_export_gives_official_logits(family, path, tmp_path):
     model, _ = load_exported(str(tmp_path / 'out' / 'cls.py'), str(tmp_path / 'out' / 'cls.pth'))
     with torch.no_grad():
         logits = model(rec['input'], mode='tensor')
-    assert logits.shape == (1, rec['checkpoint']['head.weight'].shape[0])
-    assert_outputs_match([logits], [official_logits(family, rec)], tol=1e-5)
+    reference = official_logits(family, rec)
+    assert logits.shape == reference.shape
+    assert_outputs_match([logits], [reference], tol=1e-5)
     # parameters without a gradient (earlier dense output norms) need DDP's
     # find_unused_parameters, which the config then sets
     model.train()
@@ -257,8 +275,9 @@ def assert_same_file(a, b) -> None:
     """Same wrapper, same keys, equal tensors."""
     a, b = _load(a), _load(b)
     assert a.keys() == b.keys()
-    if a.keys() == {'model'}:
-        a, b = a['model'], b['model']
+    if a.keys() in ({'model'}, {'state_dict'}):
+        wrapper = next(iter(a))
+        a, b = a[wrapper], b[wrapper]
     assert a.keys() == b.keys()
     for key in a:
         assert a[key].shape == b[key].shape and torch.equal(a[key], b[key]), key

@@ -30,10 +30,15 @@ SOURCES = {
     'FocalNet-22K': 'microsoft/FocalNet README.md, ImageNet-22K pretraining table (params only)',
     'Agent-PVT': 'LeapLabTHU/Agent-Attention agent_transformer/README.md, Agent-PVT rows of the '
                  'ImageNet-1K table (paper: Agent Attention, arXiv:2312.08874)',
+    'EfficientViT': 'mit-han-lab/efficientvit applications/efficientvit_cls/README.md, ImageNet '
+                    'table (B1-B3 released at 224, 256 and 288 px; "MACs")',
+    'EfficientViT-B0': 'official EfficientViT-B0 classification model parameter count (golden '
+                       'keys); no B0 ImageNet row in the official README',
 }
 _PVT, _PVT_TOOL, _P2T, _QT = 'PVT', 'PVT-tool', 'P2T', 'QuadTree'
 _LIT, _DF, _FN, _FN_BIG = 'LITv2', 'DilateFormer', 'FocalNet', 'FocalNet-22K'
 _AGENT = 'Agent-PVT'
+_EVIT, _EVIT_B0 = 'EfficientViT', 'EfficientViT-B0'
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,12 @@ PUBLISHED: tuple[Published, ...] = (
     Published('AgentPVT:medium', 35.9, 7.0, _AGENT),
     Published('AgentPVT:medium_256', 36.1, 9.2, _AGENT, shape=(256, 256)),
     Published('AgentPVT:large', 48.7, 10.4, _AGENT),
+    Published('EfficientViT:b0', 3.410, None, _EVIT_B0),
+    *(Published(f'EfficientViT:{arch}', params, gflops, _EVIT, shape=(side, side))
+      for arch, params, by_side in (('b1', 9.1, {224: 0.52, 256: 0.68, 288: 0.86}),
+                                    ('b2', 24, {224: 1.6, 256: 2.1, 288: 2.6}),
+                                    ('b3', 49, {224: 4.0, 256: 5.2, 288: 6.5}))
+      for side, gflops in by_side.items()),
 )
 
 #: relative tolerance of the comparison

@@ -28,16 +28,21 @@ class Target:
 
 
 class ImageNetClassifier(nn.Module):
-    """Backbone -> last stage map -> global average pool -> linear head: the
-    released ImageNet classification models the papers' tables describe."""
+    """Backbone -> last stage map -> global average pool (or the family's
+    classifier neck, :meth:`PyramidBackbone.imagenet_neck`) -> linear head:
+    the released ImageNet classification models the papers' tables describe."""
 
     def __init__(self, backbone: PyramidBackbone, num_classes: int = 1000):
         super().__init__()
         self.backbone = backbone
-        self.head = nn.Linear(backbone.out_channels[-1], num_classes)
+        neck = backbone.imagenet_neck()
+        self.neck = None if neck is None else MODELS.build(neck)
+        width = backbone.out_channels[-1] if neck is None else self.neck.out_channels
+        self.head = nn.Linear(width, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(self.backbone(x)[-1].mean((2, 3)))
+        last = self.backbone(x)[-1]
+        return self.head(last.mean((2, 3)) if self.neck is None else self.neck(last))
 
 
 #: family name of the single-stage mixer specs (``'Mixer:LiteMLA'``)

@@ -5,6 +5,7 @@ from .agent_pvt import AgentPVT
 from .base import (PyramidBackbone, PyramidStage, StageSpec, backbone_class, build_backbone,
                    build_stage, drop_path_schedule, registered_backbones, released_families)
 from .dilateformer import DilateFormer
+from .efficientvit import EfficientViT
 from .focalnet import FocalNet
 from .keymap import KeyMap
 from .litv2 import LITv2
@@ -19,6 +20,7 @@ __all__ = [
     'PyramidBackbone', 'PyramidStage', 'StageSpec', 'backbone_class', 'build_backbone',
     'build_stage', 'drop_path_schedule', 'registered_backbones', 'released_families',
     'TokenPyramid', 'PVTv2', 'P2T', 'QuadTree', 'FocalNet', 'LITv2', 'DilateFormer', 'AgentPVT',
+    'EfficientViT',
     'KeyMap', 'CheckpointError', 'CheckpointMismatchError', 'FamilyConverter', 'LoadReport',
     'extract_state_dict', 'load_pretrained', 'read_checkpoint',
 ]

@@ -130,7 +130,7 @@ class StageSpec:
         mlp_ratio: FFN hidden channels / ``embed_dims``.
         num_heads: filled into mixers that take ``num_heads``.
         drop_path: stochastic-depth rate of each block.
-        norm_cfg: the blocks' norms.
+        norm_cfg: the blocks' norms (``None``: none).
         out_norm_cfg: the stage's output norm (``None``: none).
         position: position-module config (see :mod:`vattn_mm.layers.builder`).
         layer_scale: initial :class:`~vattn_mm.layers.LayerScale` value.
@@ -145,7 +145,8 @@ class StageSpec:
     mlp_ratio: float
     num_heads: Optional[int] = None
     drop_path: Sequence[float] = ()
-    norm_cfg: Mapping[str, Any] = field(default_factory=lambda: dict(type='LN', eps=1e-6))
+    norm_cfg: Optional[Mapping[str, Any]] = field(
+        default_factory=lambda: dict(type='LN', eps=1e-6))
     out_norm_cfg: Optional[Mapping[str, Any]] = None
     position: Optional[Mapping[str, Any]] = None
     layer_scale: Optional[float] = None
@@ -165,7 +166,7 @@ def build_stage(index: int, spec: StageSpec) -> PyramidStage:
             None if spec.mixer is None
             else build_mixer(spec.mixer, dims, spec.num_heads, index, block=j),
             build_layer(spec.ffn, 'FFN', **ffn_args),
-            drop_path=drop_path[j], norm_cfg=dict(spec.norm_cfg),
+            drop_path=drop_path[j], norm_cfg=dict(spec.norm_cfg) if spec.norm_cfg else None,
             layer_scale=spec.layer_scale, post_norm=spec.post_norm,
             position=build_layer(position, 'position module') if where == 'block' else None)
         for j in range(spec.depth)
@@ -209,6 +210,10 @@ class PyramidBackbone(BaseModule):
     #: stage before pooling, where that norm is not a backbone key (``'norm.'``);
     #: ``None``: the backbone holds it (PVTv2's ``norm4``) or there is none (P2T)
     classifier_norm: ClassVar[Optional[str]] = None
+    #: official classifier keys -> mmpretrain ``ImageClassifier`` keys
+    #: (``neck.*`` of :meth:`imagenet_neck`, ``head.fc.*``); ``None``: the
+    #: official head is one linear layer ``head.weight`` / ``head.bias``
+    classifier_keys: ClassVar[Optional[KeyMap]] = None
 
     def __init__(self, arch: Union[str, Mapping[str, Any]],
                  out_indices: Sequence[int] = (0, 1, 2, 3),
@@ -216,7 +221,7 @@ class PyramidBackbone(BaseModule):
                  with_cp: bool = False, init_cfg: Optional[Union[dict, list]] = None):
         super().__init__(init_cfg=copy.deepcopy(init_cfg))
         self.arch_name, self.arch = self.parse_arch(arch)
-        self.num_stages = len(self.arch['depths'])
+        self.num_stages = self.stage_count(self.arch)
         self.out_indices = self._check_out_indices(out_indices)
         if not -1 <= frozen_stages <= self.num_stages:
             raise ValueError(f'frozen_stages must be in [-1, {self.num_stages}], '
@@ -272,12 +277,24 @@ class PyramidBackbone(BaseModule):
                         'declare their stride')
                 self.size_multiple = max(self.size_multiple, self.strides[i] * multiple)
 
+    def imagenet_neck(self) -> Optional[dict]:
+        """Config of the registered module between the last stage's map and
+        the final linear layer of the official ImageNet classifier (an
+        mmpretrain neck with an ``out_channels`` attribute), where that is
+        more than global average pooling; ``None``: it is pooling."""
+        return None
+
     @property
     def min_input_size(self) -> int:
         """Smallest image side the backbone takes."""
         return 1
 
     # ----------------------------------------------------------------- arch
+    @classmethod
+    def stage_count(cls, arch: Mapping[str, Any]) -> int:
+        """Number of output stages of a parsed arch (``len(depths)``)."""
+        return len(arch['depths'])
+
     @classmethod
     def parse_arch(cls, arch: Union[str, Mapping[str, Any]]) -> tuple[str, dict]:
         """Resolve ``arch`` to ``(name, hyper-parameters)`` or raise a clear error."""
@@ -303,7 +320,7 @@ class PyramidBackbone(BaseModule):
         parsed = {**cls.arch_defaults,
                   **{k: copy.deepcopy(v) for k, v in arch.items()
                      if k not in cls.arch_ignored}}
-        num_stages = len(parsed['depths'])
+        num_stages = cls.stage_count(parsed)
         for key in cls.per_stage_keys:
             value = parsed.get(key)
             if isinstance(value, (list, tuple)) and len(value) != num_stages:

@@ -129,6 +129,11 @@ class FamilyConverter:
             ``fn(official_sd, official_shapes, notes) -> official_sd`` gives
             changed values back their official form (``official_shapes``:
             the original shapes of tensors ``adapt`` re-shaped, if known).
+        official_prefix: prefix of the backbone keys in the released files
+            (EfficientViT: ``'backbone.'``, beside the classifier's
+            ``head.*``); stripped before renaming where present (loaders
+            may have stripped it already) and added back by
+            :meth:`ours_to_official`.
     """
 
     family: str
@@ -137,20 +142,27 @@ class FamilyConverter:
     dense_only: Sequence[str] = ()
     adapt: Optional[Adapter] = None
     adapt_back: Optional[BackAdapter] = None
+    official_prefix: str = ''
 
     def _matches(self, patterns: Sequence[str], key: str) -> bool:
         return any(re.search(p, key) for p in patterns)
 
     def official_to_ours(self, sd: Mapping[str, torch.Tensor]) -> StateDict:
         """Rename an official state dict, dropping classification-only keys."""
-        return {self.keymap.to_ours(k): v for k, v in sd.items()
-                if not self._matches(self.classification_only, k)}
+        cut = len(self.official_prefix)
+        return {self.keymap.to_ours(k[cut:] if cut and k.startswith(self.official_prefix)
+                                    else k): v
+                for k, v in sd.items() if not self._matches(self.classification_only, k)}
+
+    def official_key(self, key: str) -> str:
+        """The official key of one of our keys."""
+        return self.official_prefix + self.keymap.to_official(key)
 
     def ours_to_official(self, sd: Mapping[str, torch.Tensor],
                          official_shapes: Optional[Mapping[str, Sequence[int]]] = None,
                          notes: Optional[list] = None) -> StateDict:
         """Rename our state dict to official keys and undo ``adapt``."""
-        out = {self.keymap.to_official(k): v for k, v in sd.items()}
+        out = {self.official_key(k): v for k, v in sd.items()}
         if self.adapt_back is not None:
             out = self.adapt_back(out, official_shapes or {}, [] if notes is None else notes)
         return out

@@ -114,7 +114,7 @@ def official_to_vattn(sd: Mapping[str, torch.Tensor], family: str, arch: Arch,
     """Convert an official state dict for ``family`` / ``arch`` (see
     :func:`match_backbone` for the errors)."""
     ours, report = match_backbone(sd, family, arch, True, **backbone_kwargs)
-    to_official = get_family(family).converter.keymap.to_official
+    to_official = get_family(family).converter.official_key
     shapes = {to_official(k): list(sd[to_official(k)].shape) for k in report.loaded
               if to_official(k) in sd and sd[to_official(k)].shape != ours[k].shape}
     return OfficialConversion(
@@ -190,11 +190,19 @@ def _official_wrapper(obj: Mapping) -> Optional[str]:
     return None
 
 
+def official_state_dict(obj: Mapping, family: str) -> StateDict:
+    """The state dict of a released file of ``family``, all of it: for a
+    family whose official backbone keys carry a prefix (EfficientViT's
+    ``backbone.``) the classifier keys beside it (``head.*``) are kept too."""
+    keep_all = bool(get_family(family).converter.official_prefix)
+    return extract_state_dict(obj, prefix='' if keep_all else None)
+
+
 def convert_official_file(src: str, out: str, family: str, arch: Arch,
                           overwrite: bool = False) -> OfficialConversion:
     """Official released checkpoint ``src`` -> vattn-mm backbone checkpoint ``out``."""
     obj = read_checkpoint(src)
-    conv = official_to_vattn(extract_state_dict(obj), family, arch)
+    conv = official_to_vattn(official_state_dict(obj, family), family, arch)
     meta = dict(family=family.lower(), arch=arch, converted_from=osp.basename(src),
                 official_wrapper=_official_wrapper(obj), official_shapes=conv.official_shapes)
     save_checkpoint({'state_dict': conv.state_dict, 'official_only': conv.official_only,

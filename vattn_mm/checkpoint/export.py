@@ -5,12 +5,18 @@ or an official released ImageNet checkpoint.  The classifier is the same
 registered backbone with ``out_indices=(last stage,)``, a
 ``GlobalAveragePooling`` neck and a ``LinearClsHead``.
 
-Every official ImageNet classifier of the six families computes
+Every official ImageNet classifier of the six transformer families computes
 ``head(mean over tokens of final_norm(last-stage tokens))`` (PVTv2 / QuadTree:
 ``norm4``; LITv2 / FocalNet / DilateFormer: ``norm``; P2T: no norm).  That
 final norm is the last stage's output norm of our backbone (PVTv2 / QuadTree
 already hold it; for the others it goes into the dense output-norm slot with
 the same LayerNorm eps), so GAP + linear head reproduce the official logits.
+EfficientViT's ``ClsHead`` is more (1x1 conv + BN + act, pooling, linear +
+LayerNorm + act, linear): all but its last linear layer become the
+registered :class:`~vattn_mm.layers.EfficientViTClsNeck` (the family's
+``imagenet_neck`` / ``classifier_keys``), so its export gives the official
+logits too.  Exports of trained detectors / segmentors get GAP + an untrained
+linear head for every family.
 """
 from __future__ import annotations
 
@@ -27,8 +33,8 @@ from torch import nn
 from ..backbones import (CheckpointError, backbone_class, build_backbone, extract_state_dict,
                          read_checkpoint)
 from ..backbones.loading import StateDict
-from .convert import (Arch, check_output, get_family, match_backbone, official_to_vattn,
-                      save_checkpoint, save_text)
+from .convert import (Arch, check_output, get_family, match_backbone, official_state_dict,
+                      official_to_vattn, save_checkpoint, save_text)
 
 CLS_BASES = ('mmpretrain::_base_/datasets/imagenet_bs64_swin_224.py',
              'mmpretrain::_base_/default_runtime.py')
@@ -51,12 +57,13 @@ class ClassifierExport:
     unused: list[str] = field(default_factory=list)
 
 
-def classifier_model(backbone_cfg: dict, in_channels: int, num_classes: int) -> dict:
-    """``ImageClassifier`` = backbone + GAP + linear head."""
+def classifier_model(backbone_cfg: dict, in_channels: int, num_classes: int,
+                     neck: Optional[dict] = None) -> dict:
+    """``ImageClassifier`` = backbone + neck (default GAP) + linear head."""
     return dict(
         type='ImageClassifier',
         backbone=backbone_cfg,
-        neck=dict(type='GlobalAveragePooling'),
+        neck=neck or dict(type='GlobalAveragePooling'),
         head=dict(type='LinearClsHead', num_classes=num_classes, in_channels=in_channels,
                   loss=dict(type='CrossEntropyLoss', loss_weight=1.0),
                   topk=(1, 5) if num_classes >= 5 else (1, )))
@@ -122,7 +129,7 @@ def export_official(src: str, family: str, arch: Arch,
     """An official ImageNet checkpoint -> classifier computing the official
     logits (backbone in the classification settings of ``family``)."""
     cls = get_family(family)
-    sd = extract_state_dict(read_checkpoint(src))
+    sd = official_state_dict(read_checkpoint(src), family)
     arch_updates, kwargs = cls.imagenet_settings(arch, sd)
     if arch_updates:
         arch = {**cls.parse_arch(arch)[1], **arch_updates}
@@ -137,9 +144,17 @@ def export_official(src: str, family: str, arch: Arch,
             if key not in extra:
                 raise CheckpointError(f'{src!r} has no classifier norm {key!r}')
             weights[f'backbone.stages.{last}.norm.{name}'] = extra.pop(key)
-    has_head = 'head.weight' in extra
-    if has_head:
+    neck, width = None, backbone.out_channels[-1]
+    if cls.classifier_keys is not None:   # a classifier neck (EfficientViT's ClsHead)
+        renamed = {k: cls.classifier_keys.to_ours(k) for k in extra}
+        weights.update({new: extra.pop(k) for k, new in renamed.items() if new != k})
+        if any(k.startswith('neck.') for k in weights):
+            neck = backbone.imagenet_neck()
+            width = neck['widths'][-1]
+    elif 'head.weight' in extra:
         weights.update({f'head.fc.{n}': extra.pop(f'head.{n}') for n in ('weight', 'bias')})
+    has_head = 'head.fc.weight' in weights
+    if has_head:
         classes = weights['head.fc.weight'].shape[0]
         if num_classes not in (None, classes):
             raise ValueError(f'{src!r} has a {classes}-class head, not {num_classes} classes')
@@ -149,7 +164,7 @@ def export_official(src: str, family: str, arch: Arch,
                               f'{sorted(extra)[:12]}')
     model = classifier_model(
         dict(type=cls.__name__, arch=arch, out_indices=(last, ), **kwargs),
-        backbone.out_channels[-1], num_classes or 1000)
+        width, num_classes or 1000, neck)
     fill = {f'backbone.{k}' for k in conv.dense_only}
     return ClassifierExport(model, num_classes or 1000,
                             complete_state_dict(model, weights, fill, has_head),

@@ -13,6 +13,7 @@ from .external_attention import ExternalAttention
 from .ffn import MLP, ConvFFN
 from .focal_modulation import FocalModulation
 from .hilo import HiLoAttention
+from .mbconv import ConvNormAct, DSConv, EfficientViTClsNeck, MBConv
 from .lite_mla import LiteMLA, relu_linear_attention, relu_quadratic_attention
 from .mvit_attention import MultiScalePoolingAttention, rel_pos_table
 from .patch_embed import (ConvStem, NonOverlapPatchEmbed, OverlapPatchEmbed, map_to_tokens,
@@ -39,4 +40,5 @@ __all__ = [
     'EfficientMultiHeadAttention', 'MultiScalePoolingAttention', 'rel_pos_table',
     'AgentAttention', 'ShiftedWindowAttention',
     'LiteMLA', 'relu_linear_attention', 'relu_quadratic_attention',
+    'ConvNormAct', 'DSConv', 'MBConv', 'EfficientViTClsNeck',
 ]

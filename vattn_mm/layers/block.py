@@ -38,10 +38,13 @@ class TokenBlock(nn.Module):
     ``inplace=True`` (only without autograd, for an input nobody else reads
     afterwards, as :meth:`PyramidBackbone.run_stage` passes it in inference)
     adds the residuals into ``x`` itself: one map less alive per block.
+
+    ``norm_cfg=None``: no norms, ``x + mixer(x) -> x + ffn(x)`` (EfficientViT,
+    whose mixer and FFN end in their own BatchNorm).
     """
 
     def __init__(self, embed_dims: int, mixer: Optional[nn.Module], ffn: nn.Module,
-                 drop_path: float = 0., norm_cfg: dict = dict(type='LN', eps=1e-6),
+                 drop_path: float = 0., norm_cfg: Optional[dict] = dict(type='LN', eps=1e-6),
                  layer_scale: Optional[float] = None, post_norm: bool = False,
                  position: Optional[nn.Module] = None):
         super().__init__()
@@ -49,10 +52,13 @@ class TokenBlock(nn.Module):
         if position is not None:
             self.pos_embed = position
         self.has_position = position is not None
+        def norm() -> nn.Module:
+            return build_norm_layer(norm_cfg, embed_dims)[1] if norm_cfg else nn.Identity()
+
         if mixer is not None:
-            self.norm1 = build_norm_layer(norm_cfg, embed_dims)[1]
+            self.norm1 = norm()
             self.attn = mixer
-        self.norm2 = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.norm2 = norm()
         self.ffn = ffn
         self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         scaled = layer_scale is not None

@@ -8,12 +8,13 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_activation_layer, build_norm_layer
+from mmcv.cnn import build_activation_layer
 from torch import nn
 
 from .attention import check_heads, merge_heads
 from .builder import register_mixer
 from .conv import TokenMapConv2d
+from .mbconv import ConvNormAct
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 Cfg = Optional[Mapping[str, Any]]
@@ -56,24 +57,6 @@ def _pair(value: Any) -> tuple:
             raise ValueError(f'LiteMLA: expected one value or a (qkv, proj) pair, got {value!r}')
         return tuple(value)
     return value, value
-
-
-class ConvNormAct(nn.Module):
-    """1x1 conv, optional map norm, optional activation; the keys of the
-    official ``ConvLayer`` (``conv``, ``norm``, ``act``)."""
-
-    def __init__(self, in_channels: int, out_channels: int, bias: bool,
-                 norm_cfg: Cfg, act_cfg: Cfg):
-        super().__init__()
-        self.conv = TokenMapConv2d(in_channels, out_channels, 1, bias=bias)
-        self.norm = build_norm_layer(norm_cfg, out_channels)[1] if norm_cfg else None
-        self.act = build_activation_layer(act_cfg) if act_cfg else None
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.conv(x)
-        if self.norm is not None:
-            x = self.norm(x)
-        return x if self.act is None else self.act(x)
 
 
 @register_mixer
@@ -150,15 +133,16 @@ class LiteMLA(nn.Module):
         self.scales = scales
         self.eps = eps
         total = 3 * heads * head_dims  # q, k and v channels of one branch
-        self.qkv = ConvNormAct(embed_dims, total, qkv_bias, qkv_norm, qkv_act)
+        self.qkv = ConvNormAct(embed_dims, total, bias=qkv_bias, norm_cfg=qkv_norm,
+                               act_cfg=qkv_act)
         self.aggreg = nn.ModuleList(
             nn.Sequential(
                 TokenMapConv2d(total, total, s, padding=s // 2, groups=total, bias=qkv_bias),
                 TokenMapConv2d(total, total, 1, groups=3 * heads, bias=qkv_bias))
             for s in scales)
         self.kernel_func = build_activation_layer(kernel_cfg)
-        self.proj = ConvNormAct(heads * head_dims * (1 + len(scales)), embed_dims, proj_bias,
-                                proj_norm, proj_act)
+        self.proj = ConvNormAct(heads * head_dims * (1 + len(scales)), embed_dims,
+                                bias=proj_bias, norm_cfg=proj_norm, act_cfg=proj_act)
 
     def is_linear(self, num_tokens: int) -> bool:
         """Whether a map of ``num_tokens`` tokens takes the linear form (the
