@@ -132,6 +132,11 @@ def test_official_initialisation():
     for linear in (unit.attention.in_proj, unit.attention.memory_k, unit.attention.proj):
         assert linear.weight.std().item() == pytest.approx(std, rel=0.05)
     assert (unit.attention.norm.weight == 1).all() and (unit.attention.norm.bias == 0).all()
+    # the head's init_weights reaches the unit (mmengine calls the children's)
+    head = build(head_cfg(32, ea_channels=128, num_slots=64))
+    head.init_weights()
+    memory = head.external_attention.attention.memory_k.weight
+    assert memory.std().item() == pytest.approx(std, rel=0.05)
 
 
 # ------------------------------------------------------------ in a segmentor
