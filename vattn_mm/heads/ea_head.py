@@ -92,9 +92,9 @@ class EAHead(BaseDecodeHead):
     def forward(self, inputs: Sequence[torch.Tensor]) -> torch.Tensor:
         x = self._transform_inputs(inputs)
         if x.shape[1] != self.in_channels:
-            got = [tuple(f.shape[1:2]) for f in inputs]
             raise ValueError(f'EAHead: expected {self.in_channels} input channels at '
                              f'in_index={self.in_index!r}, got {x.shape[1]} (backbone outputs '
-                             f'have channels {[c for (c,) in got]}); set in_channels to match')
+                             f'have channels {[f.shape[1] for f in inputs]}); set in_channels '
+                             'to match')
         x = self.bottleneck(self.external_attention(self.squeeze(x)))
         return self.cls_seg(x)
