@@ -9,7 +9,7 @@ from .conv import DepthwiseConv2d, TokenMapConv2d, is_token_map
 from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
 from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
                                 dilated_local_attention)
-from .external_attention import ExternalAttention
+from .external_attention import ExternalAttention, ExternalAttentionUnit
 from .ffn import MLP, ConvFFN
 from .focal_modulation import FocalModulation
 from .hilo import HiLoAttention
@@ -36,7 +36,7 @@ __all__ = [
     'AbsolutePosEmbed', 'ConvPosEnc', 'FocalModulation', 'HiLoAttention', 'BiasedDeformConv2d',
     'DeformableTokenMerging', 'MLP', 'GlobalSelfAttention', 'MultiScaleDilatedAttention',
     'dilated_local_attention',
-    'ExternalAttention', 'PEG',
+    'ExternalAttention', 'ExternalAttentionUnit', 'PEG',
     'EfficientMultiHeadAttention', 'MultiScalePoolingAttention', 'rel_pos_table',
     'AgentAttention', 'ShiftedWindowAttention',
     'LiteMLA', 'relu_linear_attention', 'relu_quadratic_attention',

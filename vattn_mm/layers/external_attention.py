@@ -219,3 +219,63 @@ class ExternalAttention(nn.Module):
         module = cls(**kwargs)
         module.load_state_dict(cls.convert_official_state_dict(official_sd))
         return module
+
+
+class ExternalAttentionUnit(nn.Module):
+    """EANet's segmentation unit on a (B, C, H, W) map (Guo et al.,
+    arXiv:2105.02358; official ``External_attention(c)``):
+    ``relu(x + norm(proj(EA(in_proj(x)))))``, one head, one memory of
+    ``num_slots`` slots used for reading in and (transposed) out, the
+    double normalisation of :class:`ExternalAttention`.
+
+    The memory is ONE parameter (``attention.memory_k.weight``), as in the
+    official module whose ``linear_1.weight`` is a view of
+    ``linear_0.weight``: both uses add to its gradient and a state dict has
+    one entry for it.
+
+    Args:
+        channels: map channels C (input = output).
+        num_slots: memory slots (official 64).
+        norm_cfg: norm after the output projection (official BN; None: none).
+        eps: added to the l1 sums over slots (official 1e-9).
+    """
+
+    def __init__(self, channels: int, num_slots: int = OFFICIAL_SLOTS,
+                 norm_cfg: Optional[dict] = dict(type='BN'), eps: float = 1e-9):
+        super().__init__()
+        self.attention = ExternalAttention(
+            channels, num_heads=1, expansion=1, num_slots=num_slots, memory_bias=False,
+            proj_bias=False, tie_memories=True, norm_cfg=norm_cfg, eps=eps)
+
+    def init_weights(self) -> None:
+        """The official initialisation: every weight ~ N(0, 2 / C) (He,
+        fan-out; the shared memory's last draw is ``linear_1``'s, fan-out C),
+        norm weights 1 and biases 0."""
+        std = (2. / self.attention.proj.out_features) ** 0.5
+        for linear in (self.attention.in_proj, self.attention.memory_k, self.attention.proj):
+            nn.init.normal_(linear.weight, 0., std)
+        norm = self.attention.norm
+        if norm is not None and norm.weight is not None:
+            nn.init.ones_(norm.weight)
+            nn.init.zeros_(norm.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 4 or x.shape[1] != self.attention.proj.out_features:
+            raise ValueError(f'ExternalAttentionUnit: expected a (B, '
+                             f'{self.attention.proj.out_features}, H, W) map, got '
+                             f'{tuple(x.shape)}')
+        tokens, hw = map_to_tokens(x)
+        return F.relu(x + tokens_to_map(self.attention(tokens, hw), hw))
+
+    @classmethod
+    def from_official(cls, official_sd: Mapping[str, torch.Tensor], c: int
+                      ) -> 'ExternalAttentionUnit':
+        """The unit with an official ``External_attention(c)`` module's weights."""
+        form = ExternalAttention.official_form(official_sd)
+        if form != 'seg':
+            raise ValueError('ExternalAttentionUnit.from_official: expected the segmentation '
+                             f'module External_attention, got the {form} form (EAMLP '
+                             'Attention: use ExternalAttention.from_official)')
+        unit = cls(c)
+        unit.attention.load_state_dict(ExternalAttention.convert_official_state_dict(official_sd))
+        return unit
