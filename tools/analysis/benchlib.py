@@ -313,10 +313,7 @@ def _target_builder(builder: str) -> Callable[..., Any]:
     module, _, name = builder.partition(':')
     if not module or not name:
         raise ValueError(f"builder must be 'module:function', got {builder!r}")
-    here = str(Path(__file__).resolve().parent)
-    if here not in sys.path:
-        sys.path.insert(0, here)
-    import importlib
+    import importlib   # a sibling script of this folder, which the worker runs from
     return getattr(importlib.import_module(module), name)
 
 

@@ -36,7 +36,6 @@ import argparse
 import json
 import math
 import numbers
-import os
 import shutil
 import subprocess
 import sys
@@ -312,10 +311,8 @@ def train_and_test(variant: str, task: str, seed: int, *, data_root: Path, iters
     spec = dict(variant=variant, task=task, seed=seed, data_root=str(data_root), iters=iters,
                 quick=quick, work_dir=str(run_dir))
     cmd = [sys.executable, str(Path(__file__).resolve()), '--train-worker', json.dumps(spec)]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [str(ROOT), os.environ.get('PYTHONPATH')])))
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env,
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
                              timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return Accuracy(variant, task, seed, {}, error=f'timed out after {timeout:.0f} s')
