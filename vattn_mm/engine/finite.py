@@ -42,15 +42,21 @@ def non_finite_tensors(state_dict: Mapping[str, torch.Tensor]) -> List[str]:
             and not bool(torch.isfinite(tensor).all())]
 
 
-def check_finite_weights(model: torch.nn.Module, what: str) -> None:
-    """Raise :class:`NonFiniteWeightsError` naming the tensors of ``model``
-    that are not finite (``what``: e.g. ``'checkpoint iter_8.pth'``)."""
-    model = model.module if is_model_wrapper(model) else model
-    bad = non_finite_tensors(model.state_dict())
+def check_finite_state_dict(state_dict: Mapping[str, torch.Tensor], what: str) -> None:
+    """Raise :class:`NonFiniteWeightsError` naming the tensors of
+    ``state_dict`` that are not finite (``what``: e.g.
+    ``'Checkpoint iter_8.pth'``)."""
+    bad = non_finite_tensors(state_dict)
     if bad:
         raise NonFiniteWeightsError(
             f'{what} not written: {len(bad)} weight tensors hold NaN or infinite values, '
             f'e.g. {", ".join(bad[:5])}. The last checkpoint written stays the latest one.')
+
+
+def check_finite_weights(model: torch.nn.Module, what: str) -> None:
+    """:func:`check_finite_state_dict` of ``model`` (unwrapped from DDP)."""
+    model = model.module if is_model_wrapper(model) else model
+    check_finite_state_dict(model.state_dict(), what)
 
 
 def _dynamic_loss_scaler(optim_wrapper) -> Optional[object]:
@@ -120,12 +126,9 @@ class FiniteLossHook(Hook):
                 'check the data of this iteration.')
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
-        bad = non_finite_tensors(checkpoint.get('state_dict', {}))
-        if bad:
-            raise NonFiniteWeightsError(
-                f'Checkpoint of iteration {checkpoint.get("meta", {}).get("iter")} not written: '
-                f'{len(bad)} weight tensors hold NaN or infinite values, e.g. '
-                f'{", ".join(bad[:5])}.')
+        check_finite_state_dict(
+            checkpoint.get('state_dict', {}),
+            f'Checkpoint of iteration {checkpoint.get("meta", {}).get("iter")}')
 
     @staticmethod
     def _device(runner) -> torch.device:
