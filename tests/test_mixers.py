@@ -88,6 +88,49 @@ def test_mixer_under_bf16_autocast_and_with_cp(name):
         torch.testing.assert_close(checkpointed, plain, rtol=1e-5, atol=1e-6)
 
 
+#: the option that sets a mixer's query / key / value width (its inner width)
+WIDTH_OPTION = {name: 'attn_dims' for name in (
+    'SpatialReductionAttention', 'PyramidPoolingAttention', 'QuadtreeAttention',
+    'HiLoAttention', 'MultiScaleDilatedAttention', 'GlobalSelfAttention',
+    'EfficientMultiHeadAttention', 'MultiScalePoolingAttention', 'ShiftedWindowAttention')}
+WIDTH_OPTION['FocalModulation'] = 'modulation_dims'
+
+
+@pytest.mark.parametrize('name', sorted(WIDTH_OPTION))
+def test_mixer_inner_width_option(name):
+    """A wider inner width (what the attention zoo matches parameters with)
+    keeps the token shapes, adds exactly the projections' parameters, trains,
+    and the explicit default width is the default module."""
+    option = WIDTH_OPTION[name]
+    default = micro(dict(type=name))
+    same = micro(dict(type=name, **{option: None}))
+    assert {k: v.shape for k, v in default.state_dict().items()} == \
+        {k: v.shape for k, v in same.state_dict().items()}
+    wide = micro([dict(type=name, **{option: 2 * c}) for c in MICRO['embed_dims']]).train()
+    assert sum(p.numel() for p in wide.parameters()) > sum(p.numel() for p in default.parameters())
+    x = torch.randn(1, 3, 70, 90)
+    outs = wide(x)
+    assert [o.shape[1] for o in outs] == MICRO['embed_dims']
+    sum(o.square().mean() for o in outs).backward()
+    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in wide.parameters())
+    with pytest.raises(ValueError, match=option):
+        build_mixer(dict(type=name, **{option: 0}), embed_dims=32, num_heads=2, stage=0)
+
+
+def test_dilated_bands_with_a_wider_inner_width():
+    """MSDA's banded inference writes the projected bands into a separate
+    output when the inner width is not the token width: equal to no bands."""
+    mixer = build_mixer(dict(type='MultiScaleDilatedAttention', attn_dims=48),
+                        embed_dims=24, num_heads=3, stage=0).eval()
+    x, hw = torch.randn(2, 15 * 13, 24), (15, 13)
+    with torch.no_grad():
+        mixer.chunk_tokens = None
+        whole = mixer(x, hw)
+        mixer.chunk_tokens = 40
+        banded = mixer(x, hw)
+    torch.testing.assert_close(banded, whole, rtol=1e-5, atol=1e-6)
+
+
 def test_stage_defaults_follow_the_papers():
     model = micro(dict(type='SpatialReductionAttention'))
     assert [s.blocks[0].attn.window for s in model.stages] == [8, 4, 2, 1]

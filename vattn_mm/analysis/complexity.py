@@ -37,18 +37,21 @@ from ..layers import BiasedDeformConv2d, FocalModulation, MultiScaleDilatedAtten
 
 def _dilated_attention_macs(module: MultiScaleDilatedAttention, args: tuple,
                             output: torch.Tensor) -> int:
-    """``qkv`` (C -> 3C) and ``proj`` (C -> C) projections, and ``q . k`` and
-    ``attn . v`` over ``kernel_size**2`` neighbours per token and channel (what
-    the official unfold + matmul counts, zero padding included)."""
+    """``qkv`` (C -> 3A, ``A = attn_dims``) and ``proj`` (A -> C) projections,
+    and ``q . k`` and ``attn . v`` over ``kernel_size**2`` neighbours per token
+    and attention channel (what the official unfold + matmul counts, zero
+    padding included)."""
     b, n, c = args[0].shape
-    return b * n * c * (4 * c + 2 * module.kernel_size ** 2)
+    a = module.attn_dims
+    return b * n * a * (4 * c + 2 * module.kernel_size ** 2)
 
 
 def _focal_gating_macs(module: FocalModulation, args: tuple, output: torch.Tensor) -> int:
-    """Per token and channel: one gate product per focal level, one for the
-    global context and the ``q * modulator`` product (official ``flops()``)."""
-    b, n, c = args[0].shape
-    return b * n * c * (module.focal_level + 2)
+    """Per token and modulation channel: one gate product per focal level,
+    one for the global context and the ``q * modulator`` product (official
+    ``flops()``)."""
+    b, n, _ = args[0].shape
+    return b * n * module.modulation_dims * (module.focal_level + 2)
 
 
 MacsFn = Callable[[nn.Module, tuple, Any], int]

@@ -1,6 +1,8 @@
 """Spatial-reduction attention and the helpers other token mixers share."""
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
@@ -11,12 +13,29 @@ from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
-def check_heads(owner: str, embed_dims: int, num_heads: int) -> None:
+def check_heads(owner: str, embed_dims: int, num_heads: int, name: str = 'embed_dims') -> None:
     """Raise a ``ValueError`` naming ``owner`` unless ``num_heads`` is
-    positive and divides ``embed_dims``."""
+    positive and divides ``embed_dims`` (called ``name`` in the message)."""
     if num_heads < 1 or embed_dims % num_heads:
-        raise ValueError(f'{owner}: embed_dims {embed_dims} is not divisible by '
+        raise ValueError(f'{owner}: {name} {embed_dims} is not divisible by '
                          f'num_heads {num_heads}')
+
+
+def attention_width(owner: str, embed_dims: int, num_heads: int,
+                    attn_dims: Optional[int] = None) -> int:
+    """Channels of a mixer's queries, keys and values: ``attn_dims``, or
+    ``embed_dims`` when it is None (the papers' choice).  Checked against
+    ``num_heads``; a ``ValueError`` names ``owner`` otherwise.
+
+    ``attn_dims`` widens or narrows the projections without changing what
+    the mixer computes: inputs and outputs keep ``embed_dims`` channels."""
+    check_heads(owner, embed_dims, num_heads)
+    if attn_dims is None:
+        return embed_dims
+    if not isinstance(attn_dims, int) or attn_dims < 1:
+        raise ValueError(f'{owner}: attn_dims must be a positive int, got {attn_dims!r}')
+    check_heads(owner, attn_dims, num_heads, name='attn_dims')
+    return attn_dims
 
 
 def init_position_bias_(bias: torch.Tensor, std: float = .02) -> torch.Tensor:
@@ -49,6 +68,7 @@ class SpatialReductionAttention(nn.Module):
     adaptive average pool to ``pool_size`` x ``pool_size``, a 1x1 conv and GELU,
     so the cost is linear in the number of tokens.  Attention runs through
     :func:`torch.nn.functional.scaled_dot_product_attention`.
+    ``attn_dims``: width of queries, keys and values (default ``embed_dims``).
     """
 
     @staticmethod
@@ -59,14 +79,14 @@ class SpatialReductionAttention(nn.Module):
     def __init__(self, embed_dims: int, num_heads: int, sr_ratio: int = 1,
                  linear: bool = False, pool_size: int = 7, qkv_bias: bool = True,
                  attn_drop: float = 0., proj_drop: float = 0.,
-                 norm_cfg: dict = dict(type='LN', eps=1e-5)):
+                 norm_cfg: dict = dict(type='LN', eps=1e-5), attn_dims: Optional[int] = None):
         super().__init__()
-        check_heads(type(self).__name__, embed_dims, num_heads)
+        width = attention_width(type(self).__name__, embed_dims, num_heads, attn_dims)
         self.num_heads = num_heads
         self.attn_drop = attn_drop
-        self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
-        self.kv = nn.Linear(embed_dims, 2 * embed_dims, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.q = nn.Linear(embed_dims, width, bias=qkv_bias)
+        self.kv = nn.Linear(embed_dims, 2 * width, bias=qkv_bias)
+        self.proj = nn.Linear(width, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
         if linear:
             self.pool = nn.AdaptiveAvgPool2d(pool_size)

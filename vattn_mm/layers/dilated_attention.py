@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import check_heads, merge_heads, split_heads
+from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
 from .patch_embed import Size
 
@@ -106,32 +106,38 @@ class MultiScaleDilatedAttention(nn.Module):
         qk_scale: logit scale (default ``head_dim ** -0.5``).
         attn_drop / proj_drop: dropout on attention weights / output.
         chunk_tokens: band size (tokens) in inference; ``None``: no bands.
+        attn_dims: width ``A`` of queries, keys and values (default ``C``):
+            ``qkv`` is ``[3A, C]``, ``proj`` maps ``A`` back to ``C``.
     """
 
     def __init__(self, embed_dims: int, num_heads: int, kernel_size: int = 3,
                  dilation: Optional[Sequence[int]] = None, qkv_bias: bool = True,
                  qk_scale: Optional[float] = None, attn_drop: float = 0.,
-                 proj_drop: float = 0., chunk_tokens: Optional[int] = 16384):
+                 proj_drop: float = 0., chunk_tokens: Optional[int] = 16384,
+                 attn_dims: Optional[int] = None):
         super().__init__()
         if dilation is None:
             dilation = default_dilations(num_heads)
         groups = len(dilation)
-        if embed_dims % num_heads or num_heads % groups:
+        width = embed_dims if attn_dims is None else attn_dims
+        if (not isinstance(width, int) or width < 1 or embed_dims % num_heads
+                or width % num_heads or num_heads % groups):
             raise ValueError(
-                f'MultiScaleDilatedAttention: embed_dims {embed_dims} must be divisible '
-                f'by num_heads {num_heads}, and num_heads by the number of dilations '
-                f'{groups} ({list(dilation)})')
+                f'MultiScaleDilatedAttention: embed_dims {embed_dims} and attn_dims '
+                f'{attn_dims} must be divisible by num_heads {num_heads}, and num_heads by '
+                f'the number of dilations {groups} ({list(dilation)})')
         if kernel_size % 2 == 0:
             raise ValueError(f'MultiScaleDilatedAttention: kernel_size must be odd, '
                              f'got {kernel_size}')
         self.num_heads = num_heads
-        self.head_dims = embed_dims // num_heads
+        self.attn_dims = width
+        self.head_dims = width // num_heads
         self.kernel_size = kernel_size
         self.dilation = tuple(dilation)
         self.scale = qk_scale or self.head_dims ** -0.5
         self.attn_drop = attn_drop
-        self.qkv = nn.Conv2d(embed_dims, 3 * embed_dims, 1, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.qkv = nn.Conv2d(embed_dims, 3 * width, 1, bias=qkv_bias)
+        self.proj = nn.Linear(width, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
         self.chunk_tokens = chunk_tokens
 
@@ -141,12 +147,12 @@ class MultiScaleDilatedAttention(nn.Module):
             raise ValueError(f'MultiScaleDilatedAttention: {n} tokens do not form a '
                              f'{hw[0]}x{hw[1]} map')
         x = x.reshape(b, *hw, c)
-        out = x.new_empty(b, *hw, c)
-        width = c // len(self.dilation)
+        out = x.new_empty(b, *hw, self.attn_dims)
+        width = self.attn_dims // len(self.dilation)
         if self.chunk_tokens is None or torch.is_grad_enabled() or n <= self.chunk_tokens:
             for g in range(len(self.dilation)):
                 self._attend_group(x, g, out[..., g * width:(g + 1) * width])
-            return self.proj_drop(self.proj(out.view(b, n, c)))
+            return self.proj_drop(self.proj(out.view(b, n, self.attn_dims)))
         rows = max(1, self.chunk_tokens // hw[1])
         for g, dilation in enumerate(self.dilation):
             reach = dilation * (self.kernel_size // 2)
@@ -156,16 +162,16 @@ class MultiScaleDilatedAttention(nn.Module):
                 band = x.new_empty(b, hi - lo, hw[1], width)
                 self._attend_group(x[:, lo:hi], g, band)
                 out[:, top:bottom, :, g * width:(g + 1) * width] = band[:, top - lo:bottom - lo]
+        result = out if self.attn_dims == c else x.new_empty(b, *hw, c)
         for top in range(0, hw[0], rows):
-            band = out[:, top:top + rows]
-            band.copy_(self.proj_drop(self.proj(band)))
-        return out.view(b, n, c)
+            result[:, top:top + rows] = self.proj_drop(self.proj(out[:, top:top + rows]))
+        return result.view(b, n, c)
 
     def _attend_group(self, x: torch.Tensor, g: int, out: torch.Tensor) -> None:
         """Queries, keys and values of head group ``g`` only (rows
-        ``t * C + g * width ...`` of ``qkv`` for ``t`` = q, k, v), attended into
+        ``t * A + g * width ...`` of ``qkv`` for ``t`` = q, k, v), attended into
         ``out`` (B, H, W, width); they are freed when the group is done."""
-        c, width = x.shape[-1], out.shape[-1]
+        c, width = self.attn_dims, out.shape[-1]
         weight, bias = self.qkv.weight.flatten(1), self.qkv.bias
         q, k, v = (
             F.linear(x, weight[rows], None if bias is None else bias[rows])
@@ -180,19 +186,19 @@ class MultiScaleDilatedAttention(nn.Module):
 @register_mixer
 class GlobalSelfAttention(nn.Module):
     """Multi-head self-attention over all tokens with one ``qkv`` linear
-    (``[3C, C]``, channels ``q | k | v``) through
-    :func:`torch.nn.functional.scaled_dot_product_attention`."""
+    (``[3A, C]``, channels ``q | k | v``; ``A = attn_dims``, default ``C``)
+    through :func:`torch.nn.functional.scaled_dot_product_attention`."""
 
     def __init__(self, embed_dims: int, num_heads: int, qkv_bias: bool = True,
                  qk_scale: Optional[float] = None, attn_drop: float = 0.,
-                 proj_drop: float = 0.):
+                 proj_drop: float = 0., attn_dims: Optional[int] = None):
         super().__init__()
-        check_heads(type(self).__name__, embed_dims, num_heads)
+        width = attention_width(type(self).__name__, embed_dims, num_heads, attn_dims)
         self.num_heads = num_heads
         self.scale = qk_scale
         self.attn_drop = attn_drop
-        self.qkv = nn.Linear(embed_dims, 3 * embed_dims, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.qkv = nn.Linear(embed_dims, 3 * width, bias=qkv_bias)
+        self.proj = nn.Linear(width, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
     def forward(self, x: torch.Tensor, hw: Optional[Size] = None) -> torch.Tensor:

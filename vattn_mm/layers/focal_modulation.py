@@ -2,6 +2,8 @@
 NeurIPS 2022, arXiv:2203.11926)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import nn
 
@@ -32,14 +34,22 @@ class FocalModulation(nn.Module):
         use_postln_in_modulation: LayerNorm (eps 1e-5) before ``proj``
             (FocalNet-H).
         proj_drop: dropout after ``proj``.
+        modulation_dims: channels ``A`` of the query, the context and the
+            modulator (default ``C``): ``f`` maps ``C`` to ``2A + L + 1``,
+            ``proj`` maps ``A`` back to ``C``.
 
     Cost: linear in the number of tokens (depthwise convs, no attention).
     """
 
     def __init__(self, embed_dims: int, focal_level: int = 2, focal_window: int = 3,
                  focal_factor: int = 2, normalize_modulator: bool = False,
-                 use_postln_in_modulation: bool = False, proj_drop: float = 0.):
+                 use_postln_in_modulation: bool = False, proj_drop: float = 0.,
+                 modulation_dims: Optional[int] = None):
         super().__init__()
+        width = embed_dims if modulation_dims is None else modulation_dims
+        if not isinstance(width, int) or width < 1:
+            raise ValueError(f'FocalModulation: modulation_dims must be a positive int, '
+                             f'got {modulation_dims!r}')
         if focal_level < 1:
             raise ValueError(f'FocalModulation: focal_level must be >= 1, got {focal_level}')
         kernels = [focal_window + focal_factor * level for level in range(focal_level)]
@@ -49,14 +59,15 @@ class FocalModulation(nn.Module):
                              'positive so that "same" padding keeps the map size')
         self.focal_level = focal_level
         self.normalize_modulator = normalize_modulator
-        self.f = nn.Linear(embed_dims, 2 * embed_dims + focal_level + 1)
+        self.modulation_dims = width
+        self.f = nn.Linear(embed_dims, 2 * width + focal_level + 1)
         self.focal_layers = nn.ModuleList(
-            DepthwiseConv2d(embed_dims, k, bias=False)
+            DepthwiseConv2d(width, k, bias=False)
             for k in kernels)
         self.act = nn.GELU()
-        self.h = nn.Conv2d(embed_dims, embed_dims, 1)
-        self.ln = nn.LayerNorm(embed_dims) if use_postln_in_modulation else nn.Identity()
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.h = nn.Conv2d(width, width, 1)
+        self.ln = nn.LayerNorm(width) if use_postln_in_modulation else nn.Identity()
+        self.proj = nn.Linear(width, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
     @property
@@ -64,7 +75,7 @@ class FocalModulation(nn.Module):
         return [conv.kernel_size[0] for conv in self.focal_layers]
 
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
-        c = x.shape[-1]
+        c = self.modulation_dims
         q, ctx, gates = tokens_to_map(self.f(x), hw).split(
             (c, c, self.focal_level + 1), dim=1)
         ctx_all = None

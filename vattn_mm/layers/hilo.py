@@ -2,11 +2,13 @@
 Pan et al., NeurIPS 2022, arXiv:2205.13213)."""
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import check_heads, merge_heads, split_heads
+from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
 from .patch_embed import Size
 
@@ -38,6 +40,10 @@ class HiLoAttention(nn.Module):
         alpha: fraction of the heads given to Lo-Fi, in ``[0, 1]``.
         qkv_bias: bias of the query / key / value projections.
         attn_drop: dropout on the attention weights (training only).
+        attn_dims: total width of the queries, keys and values of both
+            branches (default ``embed_dims``), split between them as the
+            heads are; each branch's projection maps its share back to its
+            share of ``embed_dims``.
     """
 
     @staticmethod
@@ -47,27 +53,30 @@ class HiLoAttention(nn.Module):
         return dict(window_size=(2, 2, 2, 1)[min(stage, 3)], alpha=0.9)
 
     def __init__(self, embed_dims: int, num_heads: int, window_size: int = 2,
-                 alpha: float = 0.5, qkv_bias: bool = True, attn_drop: float = 0.):
+                 alpha: float = 0.5, qkv_bias: bool = True, attn_drop: float = 0.,
+                 attn_dims: Optional[int] = None):
         super().__init__()
-        check_heads(type(self).__name__, embed_dims, num_heads)
+        width = attention_width(type(self).__name__, embed_dims, num_heads, attn_dims)
         if window_size < 1:
             raise ValueError(f'HiLoAttention: window_size must be >= 1, got {window_size}')
         if not 0. <= alpha <= 1.:
             raise ValueError(f'HiLoAttention: alpha must be in [0, 1], got {alpha}')
-        head_dims = embed_dims // num_heads
+        head_dims, attn_head_dims = embed_dims // num_heads, width // num_heads
         self.ws = window_size
         self.l_heads = num_heads if window_size == 1 else int(num_heads * alpha)
         self.h_heads = num_heads - self.l_heads
-        self.l_dim = self.l_heads * head_dims
+        self.l_dim = self.l_heads * head_dims        # output channels of each branch
         self.h_dim = self.h_heads * head_dims
+        self.l_attn_dim = self.l_heads * attn_head_dims  # q / k / v channels of each branch
+        self.h_attn_dim = self.h_heads * attn_head_dims
         self.attn_drop = attn_drop
         if self.l_heads:
-            self.l_q = nn.Linear(embed_dims, self.l_dim, bias=qkv_bias)
-            self.l_kv = nn.Linear(embed_dims, 2 * self.l_dim, bias=qkv_bias)
-            self.l_proj = nn.Linear(self.l_dim, self.l_dim)
+            self.l_q = nn.Linear(embed_dims, self.l_attn_dim, bias=qkv_bias)
+            self.l_kv = nn.Linear(embed_dims, 2 * self.l_attn_dim, bias=qkv_bias)
+            self.l_proj = nn.Linear(self.l_attn_dim, self.l_dim)
         if self.h_heads:
-            self.h_qkv = nn.Linear(embed_dims, 3 * self.h_dim, bias=qkv_bias)
-            self.h_proj = nn.Linear(self.h_dim, self.h_dim)
+            self.h_qkv = nn.Linear(embed_dims, 3 * self.h_attn_dim, bias=qkv_bias)
+            self.h_proj = nn.Linear(self.h_attn_dim, self.h_dim)
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         return F.scaled_dot_product_attention(
@@ -79,9 +88,9 @@ class HiLoAttention(nn.Module):
         ws, hg, wg = self.ws, hp // self.ws, wp // self.ws
         windows = x.view(b, hg, ws, wg, ws, c).transpose(2, 3).reshape(b * hg * wg, ws * ws, c)
         q, k, v = split_heads(self.h_qkv(windows), 3 * self.h_heads).chunk(3, dim=1)
-        out = merge_heads(self._attend(q, k, v))  # (B * windows, ws * ws, h_dim)
-        out = out.view(b, hg, wg, ws, ws, self.h_dim).transpose(2, 3)
-        return self.h_proj(out.reshape(b, hp, wp, self.h_dim))
+        out = merge_heads(self._attend(q, k, v))  # (B * windows, ws * ws, h_attn_dim)
+        out = out.view(b, hg, wg, ws, ws, self.h_attn_dim).transpose(2, 3)
+        return self.h_proj(out.reshape(b, hp, wp, self.h_attn_dim))
 
     def lofi(self, x: torch.Tensor, padded: torch.Tensor) -> torch.Tensor:
         """Every token of ``x`` (B, N, C) attends to the pooled ``padded`` map."""

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import check_heads, init_position_bias_, merge_heads, split_heads
+from .attention import attention_width, init_position_bias_, merge_heads, split_heads
 from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -96,6 +96,7 @@ class MultiScalePoolingAttention(nn.Module):
         residual_pooling: add the pooled q to the attention output.
         norm_eps: eps of the pooling LayerNorms.
         attn_drop: dropout on the attention weights (training only).
+        attn_dims: width of queries, keys and values (default ``embed_dims``).
     """
 
     @staticmethod
@@ -111,23 +112,23 @@ class MultiScalePoolingAttention(nn.Module):
                  input_size: int = 56, has_cls_token: bool = False, qkv_bias: bool = True,
                  rel_pos: bool = True, rel_pos_zero_init: bool = False,
                  residual_pooling: bool = True, norm_eps: float = 1e-6,
-                 attn_drop: float = 0.):
+                 attn_drop: float = 0., attn_dims: Optional[int] = None):
         super().__init__()
-        check_heads(type(self).__name__, embed_dims, num_heads)
+        width = attention_width(type(self).__name__, embed_dims, num_heads, attn_dims)
         if not isinstance(input_size, int) or input_size < 1:
             raise ValueError(f'MultiScalePoolingAttention: input_size must be a positive '
                              f'int (the side of a square token grid), got {input_size!r}')
         kernel_q, kernel_kv = _pair(kernel_q, 'kernel_q'), _pair(kernel_kv, 'kernel_kv')
         stride_q, stride_kv = _pair(stride_q, 'stride_q'), _pair(stride_kv, 'stride_kv')
-        head_dims = embed_dims // num_heads
+        head_dims = width // num_heads
         self.num_heads = num_heads
         self.scale = head_dims ** -0.5
         self.has_cls_token = has_cls_token
         self.residual_pooling = residual_pooling
         self.attn_drop = attn_drop
         self.stride_q, self.stride_kv = stride_q, stride_kv
-        self.qkv = nn.Linear(embed_dims, 3 * embed_dims, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.qkv = nn.Linear(embed_dims, 3 * width, bias=qkv_bias)
+        self.proj = nn.Linear(width, embed_dims)
         for name, kernel, stride in (('q', kernel_q, stride_q), ('k', kernel_kv, stride_kv),
                                      ('v', kernel_kv, stride_kv)):
             if kernel == (1, 1) and stride == (1, 1):

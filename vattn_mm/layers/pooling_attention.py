@@ -2,14 +2,14 @@
 Understanding, Wu et al., TPAMI 2022, arXiv:2106.12011)."""
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from torch import nn
 
-from .attention import check_heads, merge_heads, split_heads
+from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, tokens_to_map
@@ -63,6 +63,7 @@ class PyramidPoolingAttention(nn.Module):
             of the ``pool_convs`` given to :meth:`forward`.
         qkv_bias: bias on the query / key-value projections.
         norm_cfg: norm over the pooled tokens.
+        attn_dims: width of queries, keys and values (default ``embed_dims``).
     """
 
     shared_name = 'pool_convs'
@@ -78,17 +79,18 @@ class PyramidPoolingAttention(nn.Module):
         return make_pool_convs(embed_dims, len(pool_ratios))
 
     def __init__(self, embed_dims: int, num_heads: int, pool_ratios: Sequence[float],
-                 qkv_bias: bool = True, norm_cfg: dict = dict(type='LN', eps=1e-5)):
+                 qkv_bias: bool = True, norm_cfg: dict = dict(type='LN', eps=1e-5),
+                 attn_dims: Optional[int] = None):
         super().__init__()
-        check_heads(type(self).__name__, embed_dims, num_heads)
+        width = attention_width(type(self).__name__, embed_dims, num_heads, attn_dims)
         if not pool_ratios or any(r <= 0 for r in pool_ratios):
             raise ValueError(f'pool_ratios must be a non-empty list of positive '
                              f'numbers, got {list(pool_ratios)}')
         self.num_heads = num_heads
         self.pool_ratios = tuple(pool_ratios)
-        self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
-        self.kv = nn.Linear(embed_dims, 2 * embed_dims, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.q = nn.Linear(embed_dims, width, bias=qkv_bias)
+        self.kv = nn.Linear(embed_dims, 2 * width, bias=qkv_bias)
+        self.proj = nn.Linear(width, embed_dims)
         self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
 
     def pool(self, x: torch.Tensor, hw: Size, pool_convs: nn.ModuleList) -> torch.Tensor:

@@ -27,7 +27,7 @@ from torch import nn
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
-from .attention import check_heads
+from .attention import attention_width
 from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -329,6 +329,8 @@ class QuadtreeAttention(nn.Module):
             (``GroupNorm -> act -> 2x2 s2 conv -> GroupNorm -> act -> 1x1
             conv``): ReLU in the official dense code, GELU in the ImageNet one.
         proj_drop: dropout after the output projection.
+        attn_dims: channels of the queries, keys, values and value pyramid
+            (default ``embed_dims``); ``proj`` maps them back.
 
     The quadtree core runs in float32 with autocast disabled, like the
     official code (``.float()`` pyramids; the top-k selections are
@@ -345,9 +347,9 @@ class QuadtreeAttention(nn.Module):
                  topks: Sequence[int] = (32, 32, 32, 32), attn_type: str = 'B',
                  qkv_bias: bool = True,
                  value_act_cfg: Optional[dict] = dict(type='ReLU'),
-                 proj_drop: float = 0.):
+                 proj_drop: float = 0., attn_dims: Optional[int] = None):
         super().__init__()
-        check_heads(type(self).__name__, embed_dims, num_heads)
+        width = attention_width(type(self).__name__, embed_dims, num_heads, attn_dims)
         if attn_type not in ('A', 'B'):
             raise ValueError(f"attn_type must be 'A' or 'B', got {attn_type!r}")
         if num_levels < 1 or len(topks) < num_levels:
@@ -359,22 +361,23 @@ class QuadtreeAttention(nn.Module):
         self.num_levels = num_levels
         self.topks = list(topks)
         self.attn_type = attn_type
-        self.q_proj = nn.Conv2d(embed_dims, embed_dims, 1, bias=qkv_bias)
-        self.k_proj = nn.Conv2d(embed_dims, embed_dims, 1, bias=qkv_bias)
-        self.v_proj = nn.Conv2d(embed_dims, embed_dims, 1, bias=qkv_bias)
+        self.attn_dims = width
+        self.q_proj = nn.Conv2d(embed_dims, width, 1, bias=qkv_bias)
+        self.k_proj = nn.Conv2d(embed_dims, width, 1, bias=qkv_bias)
+        self.v_proj = nn.Conv2d(embed_dims, width, 1, bias=qkv_bias)
         if attn_type == 'B':
             self.level_logits = nn.Parameter(torch.randn(num_levels))
             self.lepe_convs = nn.ModuleList(
-                DepthwiseConv2d(embed_dims, 3)
+                DepthwiseConv2d(width, 3)
                 for _ in range(num_levels))
             self.value_downsamples = nn.ModuleList(
                 nn.Sequential(
-                    nn.GroupNorm(1, embed_dims), build_activation_layer(value_act_cfg),
-                    nn.Conv2d(embed_dims, embed_dims, 2, stride=2),
-                    nn.GroupNorm(1, embed_dims), build_activation_layer(value_act_cfg),
-                    nn.Conv2d(embed_dims, embed_dims, 1))
+                    nn.GroupNorm(1, width), build_activation_layer(value_act_cfg),
+                    nn.Conv2d(width, width, 2, stride=2),
+                    nn.GroupNorm(1, width), build_activation_layer(value_act_cfg),
+                    nn.Conv2d(width, width, 1))
                 for _ in range(num_levels - 1))
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.proj = nn.Linear(width, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
 
     @property
@@ -389,7 +392,7 @@ class QuadtreeAttention(nn.Module):
         return x.reshape(b * self.num_heads, n, c // self.num_heads).float()
 
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
-        b, n, c = x.shape
+        b, n, a = x.shape[0], x.shape[1], self.attn_dims
         h, w = hw
         if h % self.size_multiple or w % self.size_multiple:
             raise ValueError(
@@ -423,6 +426,6 @@ class QuadtreeAttention(nn.Module):
             out = messages[0]
             for level in range(1, self.num_levels):
                 out = upsample_tokens(out, sizes[level - 1]) + messages[level]
-        out = out.view(b, self.num_heads, n, c // self.num_heads).transpose(1, 2)
-        out = out.reshape(b, n, c).to(x.dtype)
+        out = out.view(b, self.num_heads, n, a // self.num_heads).transpose(1, 2)
+        out = out.reshape(b, n, a).to(x.dtype)
         return self.proj_drop(self.proj(out))

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import check_heads, merge_heads, split_heads
+from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -52,6 +52,7 @@ class EfficientMultiHeadAttention(nn.Module):
         qk_scale: logit scale, ``head_dim ** -0.5`` when None.
         attn_drop: dropout on the attention weights (training only).
         proj_drop: dropout after the output projection.
+        attn_dims: width of queries, keys and values (default ``embed_dims``).
     """
 
     @staticmethod
@@ -64,19 +65,19 @@ class EfficientMultiHeadAttention(nn.Module):
     def __init__(self, embed_dims: int, num_heads: int = 1, sr_ratio: int = 1,
                  apply_transform: bool = False, qkv_bias: bool = True,
                  qk_scale: Optional[float] = None, attn_drop: float = 0.,
-                 proj_drop: float = 0.):
+                 proj_drop: float = 0., attn_dims: Optional[int] = None):
         super().__init__()
-        check_heads(type(self).__name__, embed_dims, num_heads)
+        width = attention_width(type(self).__name__, embed_dims, num_heads, attn_dims)
         if sr_ratio < 1:
             raise ValueError(f'EfficientMultiHeadAttention: sr_ratio must be >= 1, '
                              f'got {sr_ratio}')
         self.num_heads = num_heads
-        self.scale = qk_scale or (embed_dims // num_heads) ** -0.5
+        self.scale = qk_scale or (width // num_heads) ** -0.5
         self.attn_drop = attn_drop
         self.sr_ratio = sr_ratio
-        self.q = nn.Linear(embed_dims, embed_dims, bias=qkv_bias)
-        self.kv = nn.Linear(embed_dims, 2 * embed_dims, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.q = nn.Linear(embed_dims, width, bias=qkv_bias)
+        self.kv = nn.Linear(embed_dims, 2 * width, bias=qkv_bias)
+        self.proj = nn.Linear(width, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
         if sr_ratio > 1:
             self.sr = TokenMapConv2d(embed_dims, embed_dims, sr_ratio + 1, sr_ratio,

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import check_heads, init_position_bias_
+from .attention import attention_width, init_position_bias_
 from .builder import register_mixer
 from .patch_embed import Size
 
@@ -69,6 +69,7 @@ class ShiftedWindowAttention(nn.Module):
         qkv_bias: bias of the query / key / value projection.
         qk_scale: logit scale; None: ``head_dim ** -0.5``.
         attn_drop: dropout on the attention weights (training only).
+        attn_dims: width of queries, keys and values (default ``embed_dims``).
     """
 
     @staticmethod
@@ -78,9 +79,10 @@ class ShiftedWindowAttention(nn.Module):
 
     def __init__(self, embed_dims: int, num_heads: int, window_size: int = 7,
                  shift_size: Union[int, str] = 0, qkv_bias: bool = True,
-                 qk_scale: Optional[float] = None, attn_drop: float = 0.):
+                 qk_scale: Optional[float] = None, attn_drop: float = 0.,
+                 attn_dims: Optional[int] = None):
         super().__init__()
-        check_heads(type(self).__name__, embed_dims, num_heads)
+        width = attention_width(type(self).__name__, embed_dims, num_heads, attn_dims)
         if window_size < 1:
             raise ValueError(f'ShiftedWindowAttention: window_size must be >= 1, got {window_size}')
         if shift_size == 'half':
@@ -91,15 +93,16 @@ class ShiftedWindowAttention(nn.Module):
         self.num_heads = num_heads
         self.window_size = window_size
         self.shift_size = shift_size
-        self.scale = qk_scale or (embed_dims // num_heads) ** -0.5
+        self.attn_dims = width
+        self.scale = qk_scale or (width // num_heads) ** -0.5
         self.attn_drop = attn_drop
         self.relative_position_bias_table = nn.Parameter(
             torch.zeros((2 * window_size - 1) ** 2, num_heads))
         init_position_bias_(self.relative_position_bias_table)
         self.register_buffer('relative_position_index', relative_position_index(window_size),
                              persistent=False)
-        self.qkv = nn.Linear(embed_dims, 3 * embed_dims, bias=qkv_bias)
-        self.proj = nn.Linear(embed_dims, embed_dims)
+        self.qkv = nn.Linear(embed_dims, 3 * width, bias=qkv_bias)
+        self.proj = nn.Linear(width, embed_dims)
         self._masks: dict = {}  # (Hp, Wp, device) -> region mask of the shifted padded map
 
     def extra_repr(self) -> str:
@@ -148,7 +151,8 @@ class ShiftedWindowAttention(nn.Module):
         hg, wg = hp // m, wp // m
         # (B, Hp, Wp, C) -> (B * windows, M*M, C), windows and their tokens row-major
         windows = x.view(b, hg, m, wg, m, c).transpose(2, 3).reshape(b * hg * wg, m * m, c)
-        q, k, v = self.qkv(windows).view(-1, m * m, 3, self.num_heads, c // self.num_heads) \
+        a = self.attn_dims
+        q, k, v = self.qkv(windows).view(-1, m * m, 3, self.num_heads, a // self.num_heads) \
             .permute(2, 0, 3, 1, 4)  # each (B * windows, heads, M*M, d)
         bias = self.relative_position_bias_table[self.relative_position_index].permute(2, 0, 1)
         if s:
@@ -157,9 +161,9 @@ class ShiftedWindowAttention(nn.Module):
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=bias.to(q.dtype), scale=self.scale,
             dropout_p=self.attn_drop if self.training else 0.)
-        # (B * windows, heads, M*M, d) -> (B, Hp, Wp, C)
-        out = out.transpose(1, 2).reshape(b, hg, wg, m, m, c).transpose(2, 3).reshape(b, hp, wp, c)
+        # (B * windows, heads, M*M, d) -> (B, Hp, Wp, A)
+        out = out.transpose(1, 2).reshape(b, hg, wg, m, m, a).transpose(2, 3).reshape(b, hp, wp, a)
         if s:
             out = torch.roll(out, (s, s), dims=(1, 2))
-        out = self.proj(out[:, :h, :w].reshape(b, n, c))
+        out = self.proj(out[:, :h, :w].reshape(b, n, a))
         return out
