@@ -36,9 +36,11 @@ import argparse
 import json
 import math
 import numbers
+import os
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -280,8 +282,12 @@ def _train_worker(spec: dict) -> dict:
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
+    import torch
+
     import vattn_mm  # noqa: F401  (registers the backbones and the runner)
     from vattn_mm.utils.launch import load_config, use_protections
+    if spec.get('threads'):
+        torch.set_num_threads(spec['threads'])
     config = TASK_CONFIGS / f'{spec["variant"]}_{TASKS[spec["task"]][0]}.py'
     cfg = load_config(str(config), train_options(spec['task'], Path(spec['data_root']),
                                                  spec['iters'], spec['seed'], spec['quick']),
@@ -305,11 +311,13 @@ def _train_worker(spec: dict) -> dict:
 
 
 def train_and_test(variant: str, task: str, seed: int, *, data_root: Path, iters: int,
-                   quick: bool, work_dir: Path, timeout: Optional[float]) -> Accuracy:
-    """:func:`_train_worker` in a fresh process (a crash costs one run)."""
+                   quick: bool, work_dir: Path, timeout: Optional[float],
+                   threads: Optional[int] = None) -> Accuracy:
+    """:func:`_train_worker` in a fresh process (a crash costs one run) with
+    ``threads`` torch threads (None: torch's default)."""
     run_dir = work_dir / f'{variant}_{task}_seed{seed}'
     spec = dict(variant=variant, task=task, seed=seed, data_root=str(data_root), iters=iters,
-                quick=quick, work_dir=str(run_dir))
+                quick=quick, work_dir=str(run_dir), threads=threads)
     cmd = [sys.executable, str(Path(__file__).resolve()), '--train-worker', json.dumps(spec)]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT,
@@ -325,6 +333,30 @@ def train_and_test(variant: str, task: str, seed: int, *, data_root: Path, iters
                         error=f'exit {res.returncode}: {lines[-1] if lines else "no output"}')
     out = json.loads(res.stdout.strip().splitlines()[-1])
     return Accuracy(variant, task, seed, out['metrics'], out['train_s'])
+
+
+def accuracy_runs(args: argparse.Namespace, root: Path, out: Path) -> list[Accuracy]:
+    """Every (variant, task, seed) trained and tested, ``args.jobs`` at a time;
+    ``zoo_accuracy.csv`` rewritten (in the order of the runs) as each ends."""
+    jobs = [(variant, task, seed) for variant in args.variants for task in TASKS
+            for seed in args.seeds]
+    threads = max(1, (os.cpu_count() or 1) // args.jobs) if args.jobs > 1 else None
+    done: dict = {}
+
+    def run(job: tuple) -> Accuracy:
+        variant, task, seed = job
+        print(f'[zoo] accuracy: {variant} {task} seed {seed}', flush=True)
+        return train_and_test(variant, task, seed, data_root=root, quick=args.quick,
+                              iters=args.seg_iters if task == 'seg' else args.det_iters,
+                              work_dir=out / 'runs', timeout=args.train_timeout,
+                              threads=threads)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(run, job): job for job in jobs}
+        for future in as_completed(futures):
+            done[futures[future]] = future.result()
+            write_dataclass_csv([done[j] for j in jobs if j in done],
+                                out / 'zoo_accuracy.csv', Accuracy)
+    return [done[j] for j in jobs]
 
 
 def summarize_accuracy(runs: Sequence[Accuracy]) -> dict:
@@ -553,6 +585,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--data-root', default='data/demo',
                         help='demo data (written by tools/make_demo_data.py; made if missing)')
     parser.add_argument('--train-timeout', type=float, default=3600)
+    parser.add_argument('--jobs', type=int,
+                        help='training runs at a time, each with CPU cores / jobs threads '
+                             '(default: 2 where there are 2 or more cores, else 1); the speed '
+                             'part always runs one case at a time')
     parser.add_argument('--out-dir', default='work_dirs/zoo')
     parser.add_argument('--docs', type=Path, help='also write the tables into this page')
     parser.add_argument('--matching', action='store_true',
@@ -574,6 +610,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     if 'speed' in args.parts and args.ref_size not in args.sizes:
         parser.error(f'--ref-size {args.ref_size} is not one of --sizes {args.sizes}')
     args.seeds = args.seeds or ([0] if args.quick else [0, 1])
+    args.jobs = args.jobs or min(2, os.cpu_count() or 1)
+    if args.jobs < 1:
+        parser.error('--jobs must be >= 1')
     args.seg_iters = args.seg_iters or (2 if args.quick else 100)
     args.det_iters = args.det_iters or (2 if args.quick else 100)
     if args.device.startswith('cuda'):
@@ -623,20 +662,12 @@ def main(argv=None) -> int:
     write_dataclass_csv(scales, out / 'zoo_scaling.csv', Scaling)
     runs: list[Accuracy] = []
     if 'accuracy' in args.parts:
-        root = _demo_data(args, out)
-        for variant in args.variants:
-            for task in TASKS:
-                for seed in args.seeds:
-                    print(f'[zoo] accuracy: {variant} {task} seed {seed}', flush=True)
-                    runs.append(train_and_test(
-                        variant, task, seed, data_root=root, quick=args.quick,
-                        iters=args.seg_iters if task == 'seg' else args.det_iters,
-                        work_dir=out / 'runs', timeout=args.train_timeout))
-                    write_dataclass_csv(runs, out / 'zoo_accuracy.csv', Accuracy)
+        runs = accuracy_runs(args, _demo_data(args, out), out)
     acc = summarize_accuracy(runs)
     how = (f'{args.device}, {args.dtype}, batch 1, {rows[0].threads if rows else "-"} threads, '
            f'sizes {args.sizes}, memory cap {args.memory_cap_mib:.0f} MiB; accuracy: seeds '
-           f'{args.seeds}, UperNet {args.seg_iters} / Mask R-CNN {args.det_iters} iterations'
+           f'{args.seeds}, UperNet {args.seg_iters} / Mask R-CNN {args.det_iters} iterations, '
+           f'{args.jobs} at a time'
            + (' (quick mode: tiny widths)' if args.quick else ''))
     top = headlines(rows, scales, acc, args.ref_size, args.sizes[-1]) if rows else {}
     table = report(rows, scales, acc, runs, args.ref_size, top, how)
