@@ -74,5 +74,8 @@ fi
 
 log "installing vattn-mm and mmengine / mmdet / mmsegmentation / mmpretrain"
 pip install "${QUIET[@]}" --no-build-isolation --find-links "$WHEELS" -e "$ROOT[tests]"
+# benchmark-only peer (benchmark.py --against timm), without its dependencies so that the pinned
+# torch / torchvision stay
+pip install "${QUIET[@]}" --no-deps 'timm==1.0.31'
 python -c "import vattn_mm, mmcv.ops, mmdet.models, mmseg.models, mmpretrain.models, mmpretrain.datasets" \
   && log "done: $(python -c 'import torch, mmcv, mmdet, mmseg, mmpretrain, mmengine; print(f"torch {torch.__version__}, mmengine {mmengine.__version__}, mmcv {mmcv.__version__}, mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmpretrain {mmpretrain.__version__}")')"

@@ -8,6 +8,7 @@ the machine's matmul peak of backbones or whole configs at several input sizes.
     python tools/analysis/benchmark.py Mixer:LiteMLA Mixer:AgentAttention \\
         --shapes 256x256 512x512 1024x1024 2048x2048   # one mixer stage; growth exponents
     python tools/analysis/benchmark.py --merge fwd.csv train.csv --name all   # combine runs
+    python tools/analysis/benchmark.py PVTv2:b2 FocalNet:tiny_srf --against timm mmdet
 
 Batch 1.  Each (model, size, mode) runs in fresh processes: one times it
 (warm-up, then ``--iters`` timed iterations, median reported; the matmul peak
@@ -52,6 +53,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--name', default='benchmark', help='output file stem')
     parser.add_argument('--title', default='', help='plot title')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    parser.add_argument('--against', nargs='+', metavar='LIBRARY',
+                        help='also run these libraries\' versions of the targets with the same '
+                             'weights (timm, mmdet: tools/analysis/peers.py), alternating with '
+                             'ours in one process, and report the ratios (written to '
+                             '<name>_against.md)')
     args = parser.parse_args(argv)
     if bool(args.targets) == bool(args.merge):
         parser.error('give the models to measure, or --merge CSV files (not both)')
@@ -91,7 +97,15 @@ def main(argv=None) -> int:
         rows = benchmark(args.targets, args.shapes, args.modes, progress=not args.no_progress,
                          on_row=save, device=args.device, dtype=args.dtype, warmup=args.warmup,
                          iters=args.iters, threads=args.threads)
+    if args.against:
+        import peers
+        compared = peers.against(args.targets, args.shapes, args.modes, args.against,
+                                 device=args.device, dtype=args.dtype, warmup=args.warmup,
+                                 iters=args.iters, threads=args.threads)
+        (out / f'{args.name}_against.md').write_text(peers.markdown(compared) + '\n')
     table = markdown(rows)
+    if args.against:
+        table += '\n\n' + peers.markdown(compared)
     growth = growth_markdown(rows)
     if growth:
         table += '\n\n' + growth

@@ -1,0 +1,45 @@
+"""Peers for ``benchmark.py --against`` (tools/analysis/peers.py): timm's and
+mmdet's versions of our backbones get our weights and give our outputs, and
+the paired timing runs every implementation."""
+import importlib.util
+
+import pytest
+
+from .tools import load_tool
+
+BENCHLIB = load_tool('analysis/benchlib.py')   # peers.py imports it as a sibling module
+PEERS = load_tool('analysis/peers.py')
+HAVE_TIMM = importlib.util.find_spec('timm') is not None
+
+
+def available(name: str) -> bool:
+    return not name.startswith('timm/') or HAVE_TIMM
+
+
+@pytest.mark.parametrize('name', sorted(f'{lib}/{spec}' for lib, spec in PEERS.PEERS))
+def test_peer_has_our_weights_and_outputs(name):
+    if not available(name):
+        pytest.skip('timm is an optional benchmark extra (tools/install.sh installs it)')
+    spec = name.split('/', 1)[1]
+    assert PEERS.agreement(spec, name, (96, 64)) < 1e-4
+
+
+def test_peer_names_and_errors():
+    assert PEERS.peers_of('PVTv2:b2', ['mmdet', 'timm']) == ['mmdet/PVTv2:b2', 'timm/PVTv2:b2']
+    assert PEERS.peers_of('P2T:small', ['timm']) == []
+    with pytest.raises(ValueError, match='unknown peer libraries'):
+        PEERS.peers_of('PVTv2:b2', ['detectron2'])
+    with pytest.raises(ValueError, match='no peer'):
+        PEERS.build_peer_target('timm/P2T:small')
+
+
+@pytest.mark.parametrize('mode', ['fwd', 'train'])
+def test_paired_timing_runs_every_implementation(mode):
+    case = BENCHLIB.Case('PVTv2:b2', (64, 64), mode, warmup=1, iters=2, threads=1)
+    ms = PEERS.compare(case, ['mmdet/PVTv2:b2'])
+    assert set(ms) == {'PVTv2:b2', 'mmdet/PVTv2:b2'} and all(t > 0 for t in ms.values())
+    row = dict(target='PVTv2:b2', shape='64x64', mode=mode, ms=ms,
+               peak_mib={'PVTv2:b2': 100., 'mmdet/PVTv2:b2': 120.},
+               deviation={'mmdet/PVTv2:b2': 1e-6})
+    assert '| PVTv2:b2 | 64x64 | ' + mode + ' | mmdet |' in PEERS.markdown([row])
+    assert '1.20x' in PEERS.markdown([row])

@@ -1,0 +1,260 @@
+"""Peers: other libraries' versions of our backbones, built with the same
+weights, for ``benchmark.py --against`` (docs/benchmarks.md).
+
+    timm  (optional, benchmark only: ``pip install --no-deps timm==1.0.31``, so
+           that it never replaces the pinned torch): ``pvt_v2_b2``,
+           ``focalnet_tiny_srf``
+    mmdet (installed): ``PyramidVisionTransformerV2`` (b2)
+
+A peer is named ``'<library>/<our spec>'`` (``'timm/PVTv2:b2'``).  Its weights
+are ours, converted to the official layout (``vattn_to_official``) and then
+by the peer's own official-checkpoint converter; its forward returns the same
+four maps as ours (FocalNet: timm's stage outputs with our per-stage output
+norms, which the dense FocalNet adds).  :func:`compare` times ours and the
+peers in one process, alternating round by round, after checking that their
+outputs agree.
+"""
+from __future__ import annotations
+
+import importlib.util
+import statistics
+from typing import Any, Callable, Optional, Sequence
+
+import benchlib
+
+#: (library, our spec) -> builder of the peer module from our backbone
+PEERS: dict[tuple[str, str], Callable[[Any], Any]] = {}
+LIBRARIES = ('timm', 'mmdet')
+
+
+def _peer(library: str, spec: str):
+    def register(fn):
+        PEERS[library, spec] = fn
+        return fn
+    return register
+
+
+def _official(backbone: Any, family: str) -> dict:
+    from vattn_mm.checkpoint.convert import vattn_to_official
+    return vattn_to_official(backbone.state_dict(), family, drop_dense_only=True)[0]
+
+
+def _load(module: Any, state_dict: dict, allowed_missing: Sequence[str] = ()) -> None:
+    """Load strictly but for ``allowed_missing`` (weights the peer's forward
+    here does not use)."""
+    result = module.load_state_dict(state_dict, strict=False)
+    missing = sorted(set(result.missing_keys) - set(allowed_missing))
+    if missing or result.unexpected_keys:
+        raise RuntimeError(f'{type(module).__name__}: the converted weights do not fit: '
+                           f'missing {missing[:5]}, unexpected {result.unexpected_keys[:5]}')
+
+
+def _timm_model(name: str, **kwargs) -> Any:
+    if importlib.util.find_spec('timm') is None:
+        raise RuntimeError("--against timm needs timm: pip install --no-deps 'timm==1.0.31' "
+                           '(without its dependencies, so that the pinned torch stays)')
+    import timm
+    return timm.create_model(name, pretrained=False, num_classes=0, **kwargs)
+
+
+class _TimmFeatures:
+    """A timm classifier's four stage maps (``forward_intermediates``), with
+    optional per-stage output norms over channels."""
+
+    def __init__(self, model: Any, norms: Optional[Sequence[Any]] = None):
+        from torch import nn
+        self.model = nn.ModuleDict(dict(net=model, norms=nn.ModuleList(norms or [])))
+
+    def __call__(self, images: Any) -> list:
+        maps = self.model['net'].forward_intermediates(images, intermediates_only=True)
+        norms = self.model['norms']
+        if not len(norms):
+            return maps
+        return [norm(m.permute(0, 2, 3, 1)).permute(0, 3, 1, 2) for norm, m in zip(norms, maps)]
+
+
+@_peer('timm', 'PVTv2:b2')
+def _timm_pvt_v2_b2(ours: Any) -> _TimmFeatures:
+    from timm.models import pvt_v2
+    model = _timm_model('pvt_v2_b2')
+    _load(model, pvt_v2.checkpoint_filter_fn(_official(ours, 'PVTv2'), model))
+    return _TimmFeatures(model)
+
+
+@_peer('timm', 'FocalNet:tiny_srf')
+def _timm_focalnet_tiny_srf(ours: Any) -> _TimmFeatures:
+    import copy
+
+    from timm.models import focalnet
+    windows = [stage.blocks[0].attn.kernel_sizes[0] for stage in ours.stages]
+    model = _timm_model('focalnet_tiny_srf', focal_windows=windows)
+    _load(model, focalnet.checkpoint_filter_fn(_official(ours, 'FocalNet'), model),
+          allowed_missing=('norm.weight', 'norm.bias'))     # the classifier's final norm
+    return _TimmFeatures(model, [copy.deepcopy(stage.norm) for stage in ours.stages])
+
+
+@_peer('mmdet', 'PVTv2:b2')
+def _mmdet_pvt_v2_b2(ours: Any) -> Any:
+    from mmdet.models.backbones.pvt import PyramidVisionTransformerV2, pvt_convert
+    model = PyramidVisionTransformerV2(embed_dims=64, num_layers=[3, 4, 6, 3],
+                                       num_heads=[1, 2, 5, 8])
+    _load(model, pvt_convert(_official(ours, 'PVTv2')))
+    return model
+
+
+def peers_of(spec: str, libraries: Sequence[str]) -> list[str]:
+    """The peer names of ``spec`` among ``libraries``."""
+    unknown = sorted(set(libraries) - set(LIBRARIES))
+    if unknown:
+        raise ValueError(f'unknown peer libraries {unknown}; choose from {list(LIBRARIES)}')
+    return [f'{lib}/{spec}' for lib in libraries if (lib, spec) in PEERS]
+
+
+def build_peer_target(name: str, *, with_cp: bool = False, device: Any = 'cpu'):
+    """The :class:`vattn_mm.analysis.Target` of peer ``'<library>/<spec>'``
+    (a ``benchlib`` builder, ``Case.builder = 'peers:build_peer_target'``),
+    with the weights of our ``spec`` built after ``torch.manual_seed(0)``."""
+    import torch
+    from torch import nn
+
+    from vattn_mm.analysis import Target, build_target
+    library, _, spec = name.partition('/')
+    if (library, spec) not in PEERS:
+        raise ValueError(f'no peer {name!r}; peers: {sorted(f"{a}/{b}" for a, b in PEERS)}')
+    if with_cp:
+        raise ValueError(f'{name}: peers are measured without with_cp')
+    torch.manual_seed(0)
+    ours = build_target(spec, device=device).model
+    peer = PEERS[library, spec](ours)
+    if isinstance(peer, nn.Module):
+        return Target(name, peer.to(device), peer)
+    peer.model.to(device)
+    return Target(name, peer.model, peer)
+
+
+def _ours(spec: str, device: Any):
+    import torch
+
+    from vattn_mm.analysis import build_target
+    torch.manual_seed(0)
+    return build_target(spec, device=device)
+
+
+def agreement(spec: str, peer: str, shape: tuple[int, int] = (224, 160)) -> float:
+    """Largest deviation of the peer's outputs from ours, relative to the
+    largest output magnitude of each map (eval, float32)."""
+    import torch
+    ours, other = _ours(spec, 'cpu'), build_peer_target(peer)
+    ours.model.eval()
+    other.model.eval()
+    images = torch.randn(1, 3, *shape, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        a, b = ours.forward(images), other.forward(images)
+    return max(float((x - y).abs().max() / x.abs().max()) for x, y in zip(a, b))
+
+
+def compare(case: benchlib.Case, peers: Sequence[str]) -> dict:
+    """Median latency (ms) of ours and each peer for ``case``: all built in
+    this process, ``case.warmup`` untimed rounds, then ``case.iters`` timed
+    rounds in which every implementation runs once, the order rotating."""
+    import dataclasses
+
+    import torch
+    if case.threads:
+        torch.set_num_threads(case.threads)
+    names = [case.target, *peers]
+    steps = []
+    for name in names:
+        torch.manual_seed(0)
+        peer = name != case.target
+        steps.append(benchlib._step_fn(dataclasses.replace(
+            case, target=name, builder='peers:build_peer_target' if peer else ''))[1])
+    times: dict[str, list] = {name: [] for name in names}
+    for i in range(case.warmup + case.iters):
+        order = list(range(len(names)))[i % len(names):] + list(range(len(names)))[:i % len(names)]
+        for j in order:
+            elapsed = benchlib._timed(steps[j], case.device)
+            if i >= case.warmup:
+                times[names[j]].append(elapsed)
+    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
+
+
+def _run_compare(case: benchlib.Case, peers: Sequence[str],
+                 timeout: Optional[float] = None) -> dict:
+    """:func:`compare` in a fresh interpreter."""
+    import dataclasses
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+    cmd = [sys.executable, str(Path(__file__).resolve()), '--compare-worker',
+           json.dumps(dict(case=dataclasses.asdict(case), peers=list(peers)))]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
+                         cwd=Path(__file__).resolve().parent)
+    if res.returncode:
+        lines = res.stderr.strip().splitlines()
+        raise RuntimeError(f'{case.target} vs {list(peers)} failed (exit {res.returncode}): '
+                           + '\n'.join(lines[-10:]))
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def against(targets: Sequence[str], shapes: Sequence[tuple[int, int]], modes: Sequence[str],
+            libraries: Sequence[str], **case_kwargs) -> list[dict]:
+    """For every target with a peer in ``libraries``: the outputs' agreement,
+    then per shape and mode the median latencies (one process, alternating)
+    and the peak memory of each implementation (a fresh process each)."""
+    import dataclasses
+    rows = []
+    for target in targets:
+        names = peers_of(target, libraries)
+        if not names:
+            print(f'[against] {target}: no peer in {list(libraries)} '
+                  f'(peers: {sorted(f"{a}/{b}" for a, b in PEERS)})', flush=True)
+            continue
+        deviation = {name: agreement(target, name) for name in names}
+        for shape in shapes:
+            for mode in modes:
+                case = benchlib.Case(target, shape, mode, **case_kwargs)
+                print(f'[against] {target} {shape[0]}x{shape[1]} {mode}', flush=True)
+                ms = _run_compare(case, names)
+                peak = {}
+                for name in [target, *names]:
+                    one = dataclasses.replace(
+                        case, target=name,
+                        builder='' if name == target else 'peers:build_peer_target')
+                    peak[name] = benchlib._run_worker(one, ('memory', ),
+                                                      benchlib.memory_worker_env(),
+                                                      None)['peak_mib']
+                rows.append(dict(target=target, shape=f'{shape[0]}x{shape[1]}', mode=mode,
+                                 ms=ms, peak_mib=peak, deviation=deviation))
+    return rows
+
+
+def markdown(rows: Sequence[dict]) -> str:
+    """One line per (target, shape, mode, peer): times and peaks, and the
+    peer's over ours (> 1: ours is faster / smaller)."""
+    lines = ['| backbone | input | mode | peer | ours ms | peer ms | peer / ours time | '
+             'ours MiB | peer MiB | peer / ours memory | max output deviation |',
+             '|---|---|---|---|---|---|---|---|---|---|---|']
+    for r in rows:
+        ours = r['target']
+        for name in r['ms']:
+            if name == ours:
+                continue
+            lines.append(
+                f"| {ours} | {r['shape']} | {r['mode']} | {name.split('/')[0]} | "
+                f"{r['ms'][ours]:.1f} | {r['ms'][name]:.1f} | {r['ms'][name] / r['ms'][ours]:.2f}x | "
+                f"{r['peak_mib'][ours]:.0f} | {r['peak_mib'][name]:.0f} | "
+                f"{r['peak_mib'][name] / r['peak_mib'][ours]:.2f}x | {r['deviation'][name]:.1e} |")
+    return '\n'.join(lines)
+
+
+if __name__ == '__main__':
+    import json
+    import sys
+    if len(sys.argv) == 3 and sys.argv[1] == '--compare-worker':
+        spec = json.loads(sys.argv[2])
+        spec['case']['shape'] = tuple(spec['case']['shape'])
+        print(json.dumps(compare(benchlib.Case(**spec['case']), spec['peers'])))
+    else:
+        sys.exit('peers.py is run by benchmark.py --against (docs/benchmarks.md)')
