@@ -50,17 +50,20 @@ def det_with_mask(model_cfg: dict) -> bool:
 
 def cpu_budget(model_cfg: dict) -> dict:
     """``model_cfg`` made cheap enough for a CPU step at 128x160: a two-stage detector
-    with 64 proposals and 64 sampled RoIs a stage instead of 1000-2000 and 512
-    (Cascade R-CNN's 4-conv box heads on 512 RoIs x 3 stages are most of a step
-    otherwise), DINO with 100 queries instead of 900 (more than the 426 encoder tokens
-    of 128x160 input); other models unchanged."""
+    with 32 proposals, 32 sampled RoIs a stage and 10 detections instead of 1000-2000,
+    512 and 100 (Cascade R-CNN's 4-conv box heads on 512 RoIs x 3 stages and the mask
+    head on 100 detections are most of a CPU step otherwise), DINO with 100 queries
+    instead of 900 (more than the 426 encoder tokens of a 128x160 input); other models
+    unchanged."""
     train, test = model_cfg.get('train_cfg') or {}, model_cfg.get('test_cfg') or {}
     for proposals in (train.get('rpn_proposal'), test.get('rpn')):
         if proposals:
-            proposals.update(nms_pre=256, max_per_img=64)
+            proposals.update(nms_pre=128, max_per_img=32)
     rcnn = train.get('rcnn') or []
     for stage in rcnn if isinstance(rcnn, list) else [rcnn]:
-        stage['sampler']['num'] = 64
+        stage['sampler']['num'] = 32
+    if 'rcnn' in test:
+        test['rcnn']['max_per_img'] = 10
     if model_cfg.get('type') == 'DINO':
         model_cfg['num_queries'] = 100
     return model_cfg
