@@ -11,7 +11,7 @@ import torch
 from .backbone_cases import CASES, build_micro
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
-from .test_configs import _det_batch, _seg_batch
+from .test_configs import det_batch, seg_batch
 from .test_training import DET_DEMO, ROOT, SEG_DEMO
 from torch import nn
 
@@ -93,7 +93,7 @@ def _build(config, scope: str):
 @float32_mmcv_ops()
 def test_demo_models_train_and_predict_under_bf16_autocast(config, scope):
     model = _build(config, scope).train()
-    batch = _det_batch(4, with_mask=True) if scope == 'mmdet' else _seg_batch(5)
+    batch = det_batch(4, with_mask=True) if scope == 'mmdet' else seg_batch(5)
     data = model.data_preprocessor(batch, True)
     with torch.autocast('cpu', dtype=torch.bfloat16):
         losses = model(**data, mode='loss')

@@ -2,16 +2,19 @@
 ``SafeRunner``, the hooks ``CrashSafeCheckpointHook``, ``PlainMessageHubHook``,
 ``RandomStateHook``, ``FiniteLossHook`` and ``ExactCheckpointHook``, the
 transform ``NameImageErrors`` and the file backend ``'atomic_local'`` (see
-docs/reliability.md).  Importing registers
-these new names and changes nothing else."""
+docs/reliability.md), and the optimizer-wrapper constructor
+``NormDecayOptimWrapperConstructor`` (Mask2Former's no decay on any norm).
+Importing registers these new names and changes nothing else."""
 from .finite import (FiniteLossHook, NonFiniteLossError, NonFiniteWeightsError,
                      check_finite_weights)
 from .hooks import ATOMIC_BACKEND, CrashSafeCheckpointHook, ExactCheckpointHook, PlainMessageHubHook
+from .optim import NormDecayOptimWrapperConstructor
 from .random_state import RandomStateHook, capture_random_state, restore_random_state
 from .runner import SafeRunner
 from .transforms import NameImageErrors, name_image_errors
 
 __all__ = ['ATOMIC_BACKEND', 'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'FiniteLossHook',
-           'NameImageErrors', 'NonFiniteLossError', 'NonFiniteWeightsError', 'PlainMessageHubHook',
-           'RandomStateHook', 'SafeRunner', 'capture_random_state', 'check_finite_weights',
-           'name_image_errors', 'restore_random_state']
+           'NameImageErrors', 'NonFiniteLossError', 'NonFiniteWeightsError',
+           'NormDecayOptimWrapperConstructor', 'PlainMessageHubHook', 'RandomStateHook',
+           'SafeRunner', 'capture_random_state', 'check_finite_weights', 'name_image_errors',
+           'restore_random_state']
