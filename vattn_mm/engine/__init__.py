@@ -2,8 +2,10 @@
 ``SafeRunner``, the hooks ``CrashSafeCheckpointHook``, ``PlainMessageHubHook``,
 ``RandomStateHook``, ``FiniteLossHook`` and ``ExactCheckpointHook``, the
 transform ``NameImageErrors`` and the file backend ``'atomic_local'`` (see
-docs/reliability.md).  Importing registers
+docs/reliability.md); ``CompileModulesHook`` (``torch.compile`` of the
+backbone, docs/training.md).  Importing registers
 these new names and changes nothing else."""
+from .compile import CompileModulesHook
 from .finite import (FiniteLossHook, NonFiniteLossError, NonFiniteWeightsError,
                      check_finite_weights)
 from .hooks import ATOMIC_BACKEND, CrashSafeCheckpointHook, ExactCheckpointHook, PlainMessageHubHook
@@ -11,7 +13,7 @@ from .random_state import RandomStateHook, capture_random_state, restore_random_
 from .runner import SafeRunner
 from .transforms import NameImageErrors, name_image_errors
 
-__all__ = ['ATOMIC_BACKEND', 'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'FiniteLossHook',
+__all__ = ['ATOMIC_BACKEND', 'CompileModulesHook', 'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'FiniteLossHook',
            'NameImageErrors', 'NonFiniteLossError', 'NonFiniteWeightsError', 'PlainMessageHubHook',
            'RandomStateHook', 'SafeRunner', 'capture_random_state', 'check_finite_weights',
            'name_image_errors', 'restore_random_state']

@@ -1,0 +1,77 @@
+"""``torch.compile``: no graph breaks in any backbone family or token mixer
+(forward in eval and train mode, traced by ``torch._dynamo.explain``), the
+breaks the report finds name the line that causes them, and an inductor-
+compiled tiny backbone equals eager in its outputs and gradients."""
+import os.path as osp
+
+import pytest
+import torch
+from torch import nn
+
+from .backbone_cases import CASES, REGISTERED, build_micro
+from vattn_mm.analysis import compile_report
+from vattn_mm.backbones import TokenPyramid
+from vattn_mm.layers import MIXERS
+
+#: one block per stage: the mixer is in every stage, the trace stays short
+MIXER_MICRO = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
+                   depths=[1, 1, 1, 1])
+
+
+def assert_no_breaks(model: nn.Module, x: torch.Tensor) -> None:
+    for train in (False, True):
+        model.train(train)
+        with torch.set_grad_enabled(train):
+            report = compile_report(model, x)
+        assert not report.breaks and report.graphs == 1, \
+            f'{"train" if train else "eval"}: {report.format()}'
+
+
+@pytest.mark.parametrize('name', REGISTERED)
+def test_no_graph_breaks_in_any_backbone(name):
+    model = build_micro(name)
+    assert_no_breaks(model, torch.randn(1, 3, *CASES[name].size))
+
+
+@pytest.mark.parametrize('mixer', sorted(MIXERS))
+def test_no_graph_breaks_with_any_mixer(mixer):
+    model = TokenPyramid(MIXER_MICRO, mixer=dict(type=mixer), drop_path_rate=0.1)
+    model.init_weights()
+    assert_no_breaks(model, torch.randn(1, 3, 64, 64))
+
+
+class DataDependentBranch(nn.Module):
+    def forward(self, x):
+        if x.sum().item() > 0:      # Python branch on a tensor value: a graph break
+            return x * 2
+        return x - 1
+
+
+def test_report_names_the_breaking_line():
+    here = osp.dirname(osp.abspath(__file__))
+    report = compile_report(DataDependentBranch(), torch.ones(3), roots=[here])
+    assert report.graphs == 2 and len(report.breaks) == 1, report.format()
+    brk = report.breaks[0]
+    assert brk.ours == f'tests/test_compile.py:{DataDependentBranch.forward.__code__.co_firstlineno + 1}'
+    assert 'item' in brk.reason.lower() or 'data-dependent' in brk.reason.lower(), brk.reason
+    assert brk.ours in report.format()
+    assert not compile_report(DataDependentBranch(), torch.ones(3)).ours   # not in vattn_mm
+
+
+def test_inductor_matches_eager_forward_and_gradients():
+    """The TokenPyramid micro (SRA, HiLo, pyramid pooling, focal modulation,
+    ConvPosEnc): outputs and every gradient to 1e-4."""
+    torch.manual_seed(0)
+    model = build_micro('TokenPyramid').train()
+    x = torch.randn(2, 3, 64, 64)
+    eager_out = model(x)
+    sum(o.square().mean() for o in eager_out).backward()
+    eager_grads = {k: p.grad.clone() for k, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    torch._dynamo.reset()
+    compiled_out = torch.compile(model)(x)
+    sum(o.square().mean() for o in compiled_out).backward()
+    for e, c in zip(eager_out, compiled_out):
+        torch.testing.assert_close(c, e, atol=1e-4, rtol=1e-4)
+    for key, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, eager_grads[key], atol=1e-4, rtol=1e-4, msg=key)
