@@ -8,10 +8,10 @@ traces it into the graph (mmcv's pybind kernel is a graph break).
 """
 from __future__ import annotations
 
+import importlib
 import math
 
 import torch
-import torchvision  # noqa: F401  (registers torch.ops.torchvision)
 from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.registry import MODELS
 from torch import nn
@@ -19,9 +19,11 @@ from torch import nn
 from ..utils.amp import float32_unless_native
 from .patch_embed import Size, map_to_tokens
 
+importlib.import_module('torchvision')   # registers torch.ops.torchvision
+
 
 def _dcn_v1(x: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor,
-                   bias: torch.Tensor, stride: int, padding: int) -> torch.Tensor:
+            bias: torch.Tensor, stride: int, padding: int) -> torch.Tensor:
     """DCNv1 (no modulation mask, one weight and one offset group)."""
     no_mask = x.new_zeros(x.shape[0], 1)   # what torchvision passes when ``mask=None``
     return torch.ops.torchvision.deform_conv2d(x, weight, offset, no_mask, bias, stride, stride,
