@@ -4,6 +4,7 @@ breaks the report finds name the line that causes them, an inductor-compiled
 tiny backbone equals eager in its outputs and gradients, and a demo trains
 with its backbone compiled (``CompileModulesHook``)."""
 import os.path as osp
+import sys
 
 import pytest
 import torch
@@ -91,21 +92,30 @@ def test_compile_hook_errors_name_the_problem():
 
 def test_demo_maskrcnn_trains_with_the_backbone_compiled(tmp_path):
     """tools/train.py on the PVTv2-b0 Mask R-CNN demo with CompileModulesHook:
-    two iterations and a validation, the backbone compiled (inductor) and
-    the checkpoint's keys those of the plain model."""
+    two iterations and a validation with the backbone compiled, forward and
+    backward (dynamo + AOTAutograd; the ``aot_eager`` backend skips inductor's
+    C++ code generation, which the test above covers), and the checkpoint's
+    keys those of the plain model."""
     from mmengine.config import Config
 
     from vattn_mm.datasets import make_demo_dataset
 
-    from .test_training import DET_DEMO, ROOT, train
+    from .test_training import DET_DEMO, ROOT, data_options, run_tool
     cfg = Config.fromfile(ROOT / DET_DEMO)
-    cfg.custom_hooks = [*cfg.get('custom_hooks', []), dict(type='CompileModulesHook')]
+    cfg.custom_hooks = [*cfg.get('custom_hooks', []),
+                        dict(type='CompileModulesHook', backend='aot_eager')]
     config = tmp_path / 'compiled_demo.py'
     cfg.dump(config)
     root = make_demo_dataset(tmp_path / 'data', num_train=4, num_val=2, size=128)
-    proc = train(str(config), tmp_path / 'run', root, 2)
-    log = proc.stdout + proc.stderr
-    assert 'CompileModulesHook: torch.compile({}) of backbone' in log
+    opts = data_options(root, DET_DEMO) + [
+        'train_cfg.max_iters=2', 'train_cfg.val_interval=2', 'default_hooks.checkpoint.interval=2',
+        'train_dataloader.batch_size=2', 'train_dataloader.num_workers=0',
+        'train_dataloader.persistent_workers=False', 'val_dataloader.num_workers=0',
+        'val_dataloader.persistent_workers=False']
+    proc = run_tool([sys.executable, 'tools/train.py', str(config), '--work-dir',
+                     str(tmp_path / 'run'), '--cfg-options', *opts], timeout=1200)
+    assert "CompileModulesHook: torch.compile({'backend': 'aot_eager'}) of backbone" in \
+        proc.stdout + proc.stderr
     ckpt = torch.load(tmp_path / 'run' / 'iter_2.pth', weights_only=True)
     keys = list(ckpt['state_dict'])
     assert any(k.startswith('backbone.') for k in keys)
