@@ -160,6 +160,69 @@ def test_with_cp_columns_compare_with_the_plain_step():
     assert alone.cp_peak_change is None and 'with_cp peak change' not in markdown([alone])
 
 
+def test_runtime_and_dtype_rows_compare_with_eager_and_fp32(tmp_path):
+    """One row per (runtime, dtype): speed-ups against the eager row of the
+    same dtype and the fp32 row of the same runtime; plot and growth lines
+    per series; CSV round trip and merge keep the runtime apart."""
+    def row(runtime, dtype, fwd, train, **extra):
+        return Row('PVTv2:b2', '512x512', 'cpu', dtype, 25.4, 30.0, runtime=runtime,
+                   fwd_ms=fwd, img_per_s=1e3 / fwd, train_ms=train, **extra)
+    rows = [row('eager', 'fp32', 400., 1200.), row('compile', 'fp32', 320., 1000.,
+                                                   fwd_compile_s=41., train_compile_s=95.,
+                                                   max_dev=2e-6),
+            row('eager', 'bf16', 250., 900., max_dev=8e-3),
+            row('compile', 'bf16', 200., None, fwd_compile_s=40., max_dev=9e-3)]
+    values = benchlib.report_values(rows)
+    assert [v['fwd_vs_eager'] for v in values] == [None, 1.25, None, 1.25]
+    assert [v['fwd_vs_fp32'] for v in values] == [None, None, 1.6, 1.6]
+    assert [v['train_vs_eager'] for v in values] == [None, 1.2, None, None]
+    table = markdown(rows)
+    head = table.splitlines()[0]
+    for column in ('runtime', 'dtype', 'fwd vs eager', 'fwd vs fp32', 'max dev vs fp32 eager',
+                   'fwd compile (s)', 'train vs eager', 'train vs fp32', 'train compile (s)'):
+        assert f'| {column} |' in head, column
+    assert '| PVTv2:b2 | 512x512 | compile | bf16 |' in table
+    assert [benchlib.series(r) for r in rows] == [
+        'PVTv2:b2', 'PVTv2:b2 compile', 'PVTv2:b2 bf16', 'PVTv2:b2 compile bf16']
+    write_csv(rows, tmp_path / 'r.csv')
+    back = read_csv(tmp_path / 'r.csv')
+    assert [(r.runtime, r.dtype, r.max_dev) for r in back] == \
+        [(r.runtime, r.dtype, r.max_dev) for r in rows]
+    assert len(benchlib.merge_rows(back + back)) == 4
+    plain = markdown([rows[0]]).splitlines()[0]        # one runtime and dtype: no such columns
+    assert '| runtime |' not in plain and 'vs eager' not in plain and 'vs fp32' not in plain
+
+
+def test_unknown_runtime_and_mode_are_clear_errors():
+    with pytest.raises(ValueError, match=r"unknown runtimes \['tensorrt'\]"):
+        benchlib.benchmark(['PVTv2:b0'], [(64, 64)], runtimes=['tensorrt'], progress=False)
+    with pytest.raises(ValueError, match="unknown runtime 'tensorrt'"):
+        benchlib.measure(Case('PVTv2:b0', (64, 64), runtime='tensorrt'))
+    only_fwd = benchlib.Runtime(benchlib._eager, modes=('fwd', ))
+    benchlib.RUNTIMES['fwd_only'] = only_fwd
+    try:
+        with pytest.raises(ValueError, match="runtime 'fwd_only' cannot measure mode 'train'"):
+            benchlib.measure(Case('PVTv2:b0', (64, 64), mode='train', runtime='fwd_only'))
+    finally:
+        del benchlib.RUNTIMES['fwd_only']
+
+
+def test_compiled_forward_reports_compile_time_and_deviation():
+    """The compile runtime in a worker process (one mixer stage, 32x32, the
+    forward only: inductor compiles once), bf16: compile time apart from the
+    latency; outputs within bf16 rounding of eager fp32."""
+    m = run_case(Case('Mixer:GlobalSelfAttention', (32, 32), 'fwd', dtype='bf16',
+                      runtime='compile', warmup=1, iters=1, threads=1), one_process=True)
+    assert m.compile_s > 0 and m.latency_ms > 0
+    assert 0 < m.max_dev < 0.05
+
+
+def test_graph_breaks_flag(capsys):
+    assert BENCHMARK.main(['PVTv2:b0', '--shapes', '64x64', '--modes', 'fwd',
+                           '--graph-breaks']) == 0
+    assert 'PVTv2:b0 fwd: 1 graph(s), 0 distinct break(s)' in capsys.readouterr().out
+
+
 def test_merge_runs(tmp_path, capsys):
     """A forward-only and a training-only run combine into one report."""
     fwd = _row('PVTv2:b2', '512x512', 400, 150, 0.5)

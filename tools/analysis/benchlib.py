@@ -32,6 +32,18 @@ weights) and alternates the two steps, one plain then one checkpointed per
 timed iteration: the reported time ratio is the median of the per-pair
 ratios, so a machine that speeds up or slows down during the run (a shared
 host does) changes both sides of each ratio alike.
+Runtimes (:data:`RUNTIMES`): ``eager`` runs the model as it is; ``compile``
+wraps its forward in ``torch.compile`` (inductor, default mode) once in the
+worker, and the first iteration (forward and, in training modes, backward
+compiled) is timed apart as the compile time (``*_compile_s``: compilation
+plus one run), not in the latency.  Dtypes: ``fp16`` / ``bf16`` run under
+autocast.  In ``fwd`` mode a case other than eager fp32 also reports
+``max_dev``: the largest deviation of its outputs from the same model's eager
+fp32 outputs, relative to the largest fp32 output magnitude.  The report
+gives the speed of each runtime / dtype against eager / fp32 of the same
+model, input and device (``vs eager`` / ``vs fp32``: their time over this
+one's, > 1 = faster).
+
 Fraction of peak = ``2 * MACs / latency`` over the matmul GFLOP/s, with the
 MACs from :func:`vattn_mm.analysis.spec_complexity`; a training step
 is taken as 3x the forward MACs (backward = 2x forward).
@@ -80,6 +92,8 @@ class Case:
     warmup: int = 2
     iters: int = 5
     threads: Optional[int] = None
+    #: how the model runs: a :data:`RUNTIMES` name
+    runtime: str = 'eager'
     #: ``'module:function'`` building ``target`` instead of
     #: :func:`vattn_mm.analysis.build_target`: a sibling script of this file
     #: (e.g. ``'zoo:build_zoo_target'``) called as ``fn(target, with_cp=...,
@@ -101,6 +115,11 @@ class Measurement:
     #: ``train_cp`` only: median over timed iterations of (with_cp step time /
     #: plain step time), the two steps run back to back
     cp_time_ratio: Optional[float] = None
+    #: compiling runtimes: seconds of the first iteration (compilation + one run)
+    compile_s: Optional[float] = None
+    #: ``fwd`` of a case other than eager fp32: largest |output - eager fp32
+    #: output| over the largest |eager fp32 output|
+    max_dev: Optional[float] = None
 
 
 @dataclass
@@ -113,6 +132,7 @@ class Row:
     dtype: str
     params_m: float
     gmacs: float
+    runtime: str = 'eager'
     fwd_ms: Optional[float] = None
     img_per_s: Optional[float] = None
     fwd_peak_mib: Optional[float] = None
@@ -124,6 +144,11 @@ class Row:
     train_cp_peak_mib: Optional[float] = None
     #: with_cp step time over the plain step's, paired (see the module doc)
     cp_time_ratio: Optional[float] = None
+    #: compiling runtimes: first forward / training step, compilation included
+    fwd_compile_s: Optional[float] = None
+    train_compile_s: Optional[float] = None
+    #: forward outputs' largest deviation from eager fp32 (see :class:`Measurement`)
+    max_dev: Optional[float] = None
     mm_gflops: Optional[float] = None
     threads: Optional[int] = None
     memory_method: str = ''
@@ -274,14 +299,87 @@ def _flat_tensors(out: Any) -> list:
     return []
 
 
-def _step_fn(case: Case) -> tuple[Any, Callable[[], None]]:
-    """Build the target; return its model and one iteration of ``case.mode``
-    (a training step frees the previous gradients first, as optimizers'
-    ``zero_grad`` does)."""
+# ------------------------------------------------------------------ runtimes
+@dataclass(frozen=True)
+class Runtime:
+    """How a case's model runs.  ``prepare(target, case)`` gets the built
+    eager :class:`vattn_mm.analysis.Target` (weights initialised, on the
+    case's device) and returns the target to measure: the same ``model``
+    (its parameters are what training steps differentiate) with a new
+    ``forward``; ``modes``: the modes it can measure; ``compiles``: its first
+    iteration compiles (timed apart, see the module doc)."""
+
+    prepare: Callable[[Any, Case], Any]
+    modes: tuple[str, ...] = MODES
+    compiles: bool = False
+
+
+def _eager(target: Any, case: Case) -> Any:
+    return target
+
+
+def _inductor(target: Any, case: Case) -> Any:
+    """``torch.compile`` (inductor, default mode) of the forward; compiled at
+    its first call, the backward at the first backward."""
+    import torch
+    return replace(target, forward=torch.compile(target.forward))
+
+
+#: runtime name -> :class:`Runtime`.  Another runtime is one entry: e.g. an
+#: ``'onnxruntime'`` one (``fwd`` only) whose ``prepare`` exports
+#: ``target.model`` (``vattn_mm.checkpoint.onnx.export_onnx(model, path,
+#: case.shape)``) and returns ``replace(target, forward=OnnxModel(path,
+#: case.threads))``: ``Runtime(_onnxruntime, modes=('fwd', ))``.
+RUNTIMES: dict[str, Runtime] = {
+    'eager': Runtime(_eager),
+    'compile': Runtime(_inductor, compiles=True),
+}
+
+
+def _runtime(name: str) -> Runtime:
+    if name not in RUNTIMES:
+        raise ValueError(f'unknown runtime {name!r}; choose from {sorted(RUNTIMES)}')
+    return RUNTIMES[name]
+
+
+@dataclass
+class Steps:
+    """A built case: its model, one iteration of its mode (a training step
+    frees the previous gradients first, as optimizers' ``zero_grad`` does)
+    and, in ``fwd`` mode, :meth:`deviation` from eager fp32."""
+
+    model: Any
+    step: Callable[[], None]
+    eager_forward: Callable[[Any], Any]
+    forward: Callable[[Any], Any]
+    images: Any
+    autocast: Callable[[], Any]
+
+    def deviation(self) -> float:
+        """Largest |output - eager fp32 output| over the largest |eager fp32
+        output|, over all output tensors (eval mode, no autograd)."""
+        import torch
+        with torch.no_grad():
+            ref = _flat_tensors(self.eager_forward(self.images))
+            with self.autocast():
+                out = _flat_tensors(self.forward(self.images))
+        if len(out) != len(ref) or not ref:
+            raise RuntimeError(f'{len(out)} outputs but eager fp32 gives {len(ref)}')
+        return max(float((o.float() - r.float()).abs().max()
+                         / r.float().abs().max().clamp_min(1e-30)) for o, r in zip(out, ref))
+
+
+def _step_fn(case: Case) -> Steps:
+    """Build the target under ``case.runtime``; return its :class:`Steps`."""
     import torch
 
-    target = _target_builder(case.builder)(case.target, with_cp=case.mode == 'train_cp',
-                                           device=case.device)
+    runtime = _runtime(case.runtime)
+    if case.mode not in runtime.modes:
+        raise ValueError(f'runtime {case.runtime!r} cannot measure mode {case.mode!r} '
+                         f'(it measures {runtime.modes})')
+    eager = _target_builder(case.builder)(case.target, with_cp=case.mode == 'train_cp',
+                                          device=case.device)
+    target = runtime.prepare(eager, case)
     model = target.model
     images = torch.randn(1, 3, *case.shape, device=case.device)
     amp = case.dtype != 'fp32'
@@ -302,7 +400,7 @@ def _step_fn(case: Case) -> tuple[Any, Callable[[], None]]:
                 outs = _flat_tensors(target.forward(images))
             loss = sum(t.float().sum() for t in outs if t.requires_grad)
             loss.backward()
-    return model, step
+    return Steps(model, step, eager.forward, target.forward, images, autocast)
 
 
 def _target_builder(builder: str) -> Callable[..., Any]:
@@ -320,9 +418,9 @@ def _target_builder(builder: str) -> Callable[..., Any]:
 def _plain_twin(case: Case, model: Any) -> Callable[[], None]:
     """The training step of ``case.target`` without with_cp, with ``model``'s
     weights (the other half of a ``train_cp`` timing pair)."""
-    twin, step = _step_fn(replace(case, mode='train'))
-    twin.load_state_dict(model.state_dict())
-    return step
+    twin = _step_fn(replace(case, mode='train'))
+    twin.model.load_state_dict(model.state_dict())
+    return twin.step
 
 
 def _timed(step: Callable[[], None], device: str) -> float:
@@ -341,15 +439,23 @@ def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
     import torch
     if case.threads:
         torch.set_num_threads(case.threads)
-    model, step = _step_fn(case)
+    steps = _step_fn(case)
+    model, step = steps.model, steps.step
     paired = case.mode == 'train_cp' and 'time' in parts
     plain = _plain_twin(case, model) if paired else None
-    for _ in range(max(case.warmup, 1)):
+    out: dict[str, Any] = dict(threads=torch.get_num_threads())
+    first = _timed(step, case.device)          # a compiling runtime compiles here
+    if plain is not None:
+        plain()
+    if _runtime(case.runtime).compiles and 'time' in parts:
+        out['compile_s'] = first
+    for _ in range(max(case.warmup, 1) - 1):
         step()
         if plain is not None:
             plain()
     _sync(case.device)
-    out: dict[str, Any] = dict(threads=torch.get_num_threads())
+    if 'time' in parts and case.mode == 'fwd' and (case.dtype, case.runtime) != ('fp32', 'eager'):
+        out['max_dev'] = steps.deviation()
     if 'time' in parts:
         out['mm_gflops'] = matmul_gflops(case.device, case.dtype)
         times, ratios = [], []
@@ -417,35 +523,48 @@ def parse_shape(text: str) -> tuple[int, int]:
 
 
 def benchmark(targets: Sequence[str], shapes: Sequence[tuple[int, int]],
-              modes: Sequence[str] = DEFAULT_MODES, *, progress: bool = True,
+              modes: Sequence[str] = DEFAULT_MODES, *, dtypes: Sequence[str] = ('fp32', ),
+              runtimes: Sequence[str] = ('eager', ), progress: bool = True,
               on_row: Optional[Callable[[Row], None]] = None, **case_kwargs) -> list[Row]:
-    """Measure every target at every shape in every mode; one :class:`Row`
-    per (target, shape).  A failed case is reported in ``Row.error`` and the
-    others still run; ``on_row`` sees each finished row (e.g. to save it)."""
+    """Measure every target at every shape, dtype and runtime in every mode;
+    one :class:`Row` per (target, shape, dtype, runtime).  A failed case is
+    reported in ``Row.error`` and the others still run; a mode a runtime
+    cannot measure is left empty; ``on_row`` sees each finished row (e.g. to
+    save it)."""
     from tqdm import tqdm
 
     from vattn_mm.analysis import spec_complexity
-    bad = sorted(set(modes) - set(MODES))
-    if bad:
-        raise ValueError(f'unknown modes {bad}; choose from {MODES}')
+    for kind, given, known in (('modes', modes, MODES), ('dtypes', dtypes, DTYPES),
+                               ('runtimes', runtimes, tuple(RUNTIMES))):
+        bad = sorted(set(given) - set(known))
+        if bad:
+            raise ValueError(f'unknown {kind} {bad}; choose from {known}')
     rows = []
-    bar = tqdm(total=len(targets) * len(shapes) * len(modes), disable=not progress,
+    cases = [(dtype, runtime, mode) for dtype in dtypes for runtime in runtimes
+             for mode in modes if mode in RUNTIMES[runtime].modes]
+    bar = tqdm(total=len(targets) * len(shapes) * len(cases), disable=not progress,
                unit='case', dynamic_ncols=True)
     for target in targets:
         for shape in shapes:
             cx = spec_complexity(target, shape)
-            row = Row(target, f'{shape[0]}x{shape[1]}', case_kwargs.get('device', 'cpu'),
-                      case_kwargs.get('dtype', 'fp32'), cx.params / 1e6, cx.macs / 1e9)
-            for mode in modes:
-                bar.set_description(f'{target} {row.shape} {mode}')
-                try:
-                    fill_row(row, mode, run_case(Case(target, shape, mode, **case_kwargs)))
-                except (RuntimeError, subprocess.TimeoutExpired) as err:
-                    row.error = f'{row.error}; {mode}: {err}'.lstrip('; ')
-                bar.update()
-            rows.append(row)
-            if on_row is not None:
-                on_row(row)
+            for dtype in dtypes:
+                for runtime in runtimes:
+                    row = Row(target, f'{shape[0]}x{shape[1]}', case_kwargs.get('device', 'cpu'),
+                              dtype, cx.params / 1e6, cx.macs / 1e9, runtime=runtime)
+                    for mode in modes:
+                        if mode not in RUNTIMES[runtime].modes:
+                            continue
+                        bar.set_description(f'{target} {row.shape} {dtype} {runtime} {mode}')
+                        case = Case(target, shape, mode, dtype=dtype, runtime=runtime,
+                                    **case_kwargs)
+                        try:
+                            fill_row(row, mode, run_case(case))
+                        except (RuntimeError, subprocess.TimeoutExpired) as err:
+                            row.error = f'{row.error}; {mode}: {err}'.lstrip('; ')
+                        bar.update()
+                    rows.append(row)
+                    if on_row is not None:
+                        on_row(row)
     bar.close()
     return rows
 
@@ -458,8 +577,10 @@ def fill_row(row: Row, mode: str, m: Measurement) -> None:
     if mode == 'fwd':
         row.fwd_ms, row.fwd_peak_mib, row.fwd_frac_peak = m.latency_ms, m.peak_mib, frac
         row.img_per_s = 1e3 / m.latency_ms
+        row.fwd_compile_s, row.max_dev = m.compile_s, m.max_dev
     elif mode == 'train':
         row.train_ms, row.train_peak_mib, row.train_frac_peak = m.latency_ms, m.peak_mib, frac
+        row.train_compile_s = m.compile_s
     else:
         row.train_cp_ms, row.train_cp_peak_mib = m.latency_ms, m.peak_mib
         row.cp_time_ratio = m.cp_time_ratio
@@ -473,14 +594,21 @@ _COLUMNS = [f.name for f in fields(Row)]
 #: the per-mode measurements of a row
 _MEASURED = ('fwd_ms', 'img_per_s', 'fwd_peak_mib', 'fwd_frac_peak', 'train_ms',
              'train_peak_mib', 'train_frac_peak', 'train_cp_ms', 'train_cp_peak_mib',
-             'cp_time_ratio')
+             'cp_time_ratio', 'fwd_compile_s', 'train_compile_s', 'max_dev')
 _MD = [('target', 'model', '{}'), ('shape', 'input', '{}'),
+       ('runtime', 'runtime', '{}'), ('dtype', 'dtype', '{}'),
        ('params_m', 'params (M)', '{:.1f}'), ('gmacs', 'GMACs', '{:.3g}'),
        ('fwd_ms', 'fwd (ms)', '{:.0f}'), ('img_per_s', 'img/s', '{:.2f}'),
+       ('fwd_vs_eager', 'fwd vs eager', '{:.2f}x'), ('fwd_vs_fp32', 'fwd vs fp32', '{:.2f}x'),
+       ('max_dev', 'max dev vs fp32 eager', '{:.1e}'),
+       ('fwd_compile_s', 'fwd compile (s)', '{:.1f}'),
        ('fwd_peak_mib', 'fwd peak (MiB)', '{:.0f}'),
        ('fwd_frac_peak', 'fwd % of matmul peak', '{:.0%}'),
        ('train_ms', 'train step (ms)', '{:.0f}'), ('train_peak_mib', 'train peak (MiB)', '{:.0f}'),
        ('train_frac_peak', 'train % of matmul peak', '{:.0%}'),
+       ('train_vs_eager', 'train vs eager', '{:.2f}x'),
+       ('train_vs_fp32', 'train vs fp32', '{:.2f}x'),
+       ('train_compile_s', 'train compile (s)', '{:.1f}'),
        ('train_cp_ms', 'with_cp step (ms)', '{:.0f}'),
        ('train_cp_peak_mib', 'with_cp peak (MiB)', '{:.0f}'),
        ('cp_time_ratio', 'with_cp time', '{:.2f}x'),
@@ -519,7 +647,7 @@ def merge_rows(rows: Iterable[Row]) -> list[Row]:
     that gave a value; errors are joined."""
     merged: dict[tuple, Row] = {}
     for row in rows:
-        key = (row.target, row.shape, row.device, row.dtype)
+        key = (row.target, row.shape, row.device, row.dtype, row.runtime)
         if key not in merged:
             merged[key] = Row(**asdict(row))
             continue
@@ -536,16 +664,52 @@ def merge_rows(rows: Iterable[Row]) -> list[Row]:
     return list(merged.values())
 
 
+def series(row: Row) -> str:
+    """The row's model with its runtime / dtype when not eager / fp32 (one
+    line of a plot, one line of the growth table)."""
+    extra = [v for v, plain in ((row.runtime, 'eager'), (row.dtype, 'fp32')) if v != plain]
+    return ' '.join([row.target, *extra])
+
+
+def _speedup(base: Optional[Row], row: Row, key: str) -> Optional[float]:
+    """``base``'s time over ``row``'s (> 1: ``row`` is faster)."""
+    if base is None or base is row or not getattr(base, key) or not getattr(row, key):
+        return None
+    return getattr(base, key) / getattr(row, key)
+
+
+def report_values(rows: Sequence[Row]) -> list[dict]:
+    """Each row's fields plus what the report derives: ``cp_peak_change`` and
+    the speed-ups against the eager row (``*_vs_eager``) and the fp32 row
+    (``*_vs_fp32``) of the same model, input, device and the other setting;
+    ``runtime`` / ``dtype`` are None where every row is eager / fp32."""
+    index = {(r.target, r.shape, r.device, r.dtype, r.runtime): r for r in rows}
+    plain_runtime = all(r.runtime == 'eager' for r in rows)
+    plain_dtype = all(r.dtype == 'fp32' for r in rows)
+    out = []
+    for row in rows:
+        eager = index.get((row.target, row.shape, row.device, row.dtype, 'eager'))
+        fp32 = index.get((row.target, row.shape, row.device, 'fp32', row.runtime))
+        values = dict(asdict(row), cp_peak_change=row.cp_peak_change)
+        values.update(runtime=None if plain_runtime else row.runtime,
+                      dtype=None if plain_dtype else row.dtype)
+        for mode in ('fwd', 'train'):
+            values[f'{mode}_vs_eager'] = _speedup(eager, row, f'{mode}_ms')
+            values[f'{mode}_vs_fp32'] = _speedup(fp32, row, f'{mode}_ms')
+        out.append(values)
+    return out
+
+
 def markdown(rows: Sequence[Row]) -> str:
     """The report as a markdown table (columns without data are left out)."""
-    cols = [c for c in _MD if any(getattr(r, c[0]) is not None for r in rows)]
+    values = report_values(rows)
+    cols = [c for c in _MD if any(v[c[0]] is not None for v in values)]
     lines = ['| ' + ' | '.join(c[1] for c in cols) + ' |',
              '|' + '---|' * len(cols)]
-    for row in rows:
-        cells = [fmt.format(getattr(row, key)) if getattr(row, key) is not None else '-'
-                 for key, _, fmt in cols]
+    for v in values:
+        cells = [fmt.format(v[key]) if v[key] is not None else '-' for key, _, fmt in cols]
         lines.append('| ' + ' | '.join(cells) + ' |')
-    errors = [f'- {r.target} {r.shape}: {r.error.splitlines()[0]}' for r in rows if r.error]
+    errors = [f'- {series(r)} {r.shape}: {r.error.splitlines()[0]}' for r in rows if r.error]
     return '\n'.join(lines + ([''] + errors if errors else []))
 
 
@@ -573,8 +737,8 @@ def growth_markdown(rows: Sequence[Row]) -> str:
     time and memory in the number of pixels (= tokens), over all sizes and
     over the two largest (``all / top``); empty when there are none."""
     lines = []
-    for target in dict.fromkeys(r.target for r in rows):
-        mine = sorted((r for r in rows if r.target == target), key=lambda r: _pixels(r.shape))
+    for target in dict.fromkeys(series(r) for r in rows):
+        mine = sorted((r for r in rows if series(r) == target), key=lambda r: _pixels(r.shape))
         if len(mine) < 3:
             continue
         cells = []
@@ -606,9 +770,9 @@ def plot(rows: Sequence[Row], path: Path, title: str = '') -> None:
     fig, axes = plt.subplots(1, len(panels), figsize=(15, 4.2))
     shapes = sorted({r.shape for r in rows}, key=lambda s: _pixels(s))
     for ax, (key, label) in zip(axes, panels):
-        for target in dict.fromkeys(r.target for r in rows):
+        for target in dict.fromkeys(series(r) for r in rows):
             pts = sorted((_pixels(r.shape), getattr(r, key)) for r in rows
-                         if r.target == target and getattr(r, key) is not None)
+                         if series(r) == target and getattr(r, key) is not None)
             if pts:
                 ax.plot(*zip(*pts), marker='o', label=target)
         ax.set_xticks([_pixels(s) for s in shapes], shapes, rotation=20)

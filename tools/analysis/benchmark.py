@@ -5,6 +5,8 @@ the machine's matmul peak of backbones or whole configs at several input sizes.
     python tools/analysis/benchmark.py configs/pvtv2_b2_retinanet_coco.py --modes fwd
     python tools/analysis/benchmark.py PVTv2:b2 --modes train train_cp   # with_cp cost
     python tools/analysis/benchmark.py PVTv2:b2 --device cuda --dtype bf16
+    python tools/analysis/benchmark.py PVTv2:b2 --runtime eager compile --dtype fp32 bf16
+    python tools/analysis/benchmark.py PVTv2:b2 FocalNet:tiny_srf --graph-breaks
     python tools/analysis/benchmark.py Mixer:LiteMLA Mixer:AgentAttention \\
         --shapes 256x256 512x512 1024x1024 2048x2048   # one mixer stage; growth exponents
     python tools/analysis/benchmark.py --merge fwd.csv train.csv --name all   # combine runs
@@ -17,6 +19,12 @@ CUDA the same one) measures the peak memory of one iteration minus the memory
 before it (CPU: VmHWM after a ``/proc/self/clear_refs`` reset, glibc set to
 unmap freed blocks; CUDA: ``max_memory_allocated``).  Writes ``<out-dir>/<name>.csv``,
 ``.md`` and ``.png`` (throughput, memory and fraction of peak vs input size).
+Several ``--runtime`` (eager, compile: ``torch.compile`` with inductor, compile
+time reported apart) and ``--dtype`` values measure every case under each;
+the report gives each one's speed against eager / fp32 and, for the forward,
+the largest deviation of the outputs from eager fp32.  ``--graph-breaks``
+measures nothing: it lists the ``torch.compile`` graph breaks of each target
+(one forward at the first ``--shapes`` entry, per ``--modes`` fwd / train).
 Details: ``tools/analysis/benchlib.py``.
 """
 from __future__ import annotations
@@ -25,8 +33,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from benchlib import (DEFAULT_MODES, DTYPES, MODES, benchmark, growth_markdown, markdown,
-                      merge_rows, parse_shape, plot, read_csv, write_csv)
+from benchlib import (DEFAULT_MODES, DTYPES, MODES, RUNTIMES, benchmark, growth_markdown,
+                      markdown, merge_rows, parse_shape, plot, read_csv, write_csv)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -43,8 +51,16 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'with_cp=True (activation checkpointing; with train, the report '
                              'gives the time ratio and peak change). Default: fwd train')
     parser.add_argument('--device', default='cpu', help='cpu, cuda or cuda:N')
-    parser.add_argument('--dtype', choices=DTYPES, default='fp32',
-                        help='fp16 / bf16 run under autocast')
+    parser.add_argument('--dtype', nargs='+', choices=DTYPES, default=['fp32'],
+                        help='fp16 / bf16 run under autocast; several: each case in each, '
+                             'with speed ratios to fp32')
+    parser.add_argument('--runtime', nargs='+', choices=sorted(RUNTIMES), default=['eager'],
+                        help='eager; compile: torch.compile (inductor), the compile time '
+                             'reported apart; several: each case under each, with speed '
+                             'ratios to eager')
+    parser.add_argument('--graph-breaks', action='store_true',
+                        help='measure nothing: list the torch.compile graph breaks of each '
+                             'target (exit 1 if any)')
     parser.add_argument('--warmup', type=int, default=2, help='untimed iterations first')
     parser.add_argument('--iters', type=int, default=5, help='timed iterations')
     parser.add_argument('--threads', type=int, default=None,
@@ -59,8 +75,14 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'ours in one process, and report the ratios (written to '
                              '<name>_against.md)')
     args = parser.parse_args(argv)
+    args.dtype = list(dict.fromkeys(args.dtype))
+    args.runtime = list(dict.fromkeys(args.runtime))
     if bool(args.targets) == bool(args.merge):
         parser.error('give the models to measure, or --merge CSV files (not both)')
+    if args.against and (len(args.dtype) > 1 or args.runtime != ['eager']):
+        parser.error('--against compares eager runs in one --dtype')
+    if args.graph_breaks and args.merge:
+        parser.error('--graph-breaks lists the breaks of targets, not of --merge files')
     missing = [p for p in args.merge or [] if not Path(p).is_file()]
     if missing:
         parser.error(f'--merge: no such file(s): {missing}')
@@ -80,8 +102,29 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def graph_breaks(args: argparse.Namespace) -> int:
+    """Print each target's graph breaks per mode (fwd: eval, else train);
+    1 if there is any."""
+    import torch
+
+    from vattn_mm.analysis import build_target, compile_report
+    found = 0
+    for spec in args.targets:
+        target = build_target(spec, device=args.device)
+        images = torch.randn(1, 3, *args.shapes[0], device=args.device)
+        for mode in dict.fromkeys('fwd' if m == 'fwd' else 'train' for m in args.modes):
+            target.model.train(mode == 'train')
+            with torch.set_grad_enabled(mode == 'train'):
+                report = compile_report(target.forward, images)
+            found += len(report.breaks)
+            print(f'{spec} {mode}: {report.format()}')
+    return 1 if found else 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.graph_breaks:
+        return graph_breaks(args)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / f'{args.name}.csv'
@@ -95,12 +138,13 @@ def main(argv=None) -> int:
             done.append(row)
             write_csv(done, csv_path)
         rows = benchmark(args.targets, args.shapes, args.modes, progress=not args.no_progress,
-                         on_row=save, device=args.device, dtype=args.dtype, warmup=args.warmup,
+                         on_row=save, device=args.device, dtypes=args.dtype,
+                         runtimes=args.runtime, warmup=args.warmup,
                          iters=args.iters, threads=args.threads)
     if args.against:
         import peers
         compared = peers.against(args.targets, args.shapes, args.modes, args.against,
-                                 device=args.device, dtype=args.dtype, warmup=args.warmup,
+                                 device=args.device, dtype=args.dtype[0], warmup=args.warmup,
                                  iters=args.iters, threads=args.threads)
         (out / f'{args.name}_against.md').write_text(peers.markdown(compared) + '\n')
     table = markdown(rows)

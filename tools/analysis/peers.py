@@ -168,7 +168,7 @@ def compare(case: benchlib.Case, peers: Sequence[str]) -> dict:
         torch.manual_seed(0)
         peer = name != case.target
         steps.append(benchlib._step_fn(dataclasses.replace(
-            case, target=name, builder='peers:build_peer_target' if peer else ''))[1])
+            case, target=name, builder='peers:build_peer_target' if peer else '')).step)
     times: dict[str, list] = {name: [] for name in names}
     for i in range(case.warmup + case.iters):
         order = list(range(len(names)))[i % len(names):] + list(range(len(names)))[:i % len(names)]

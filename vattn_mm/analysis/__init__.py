@@ -1,7 +1,9 @@
-"""Model analysis: parameters and multiply-adds (:mod:`.complexity`), the
+"""Model analysis: parameters and multiply-adds (:mod:`.complexity`),
+``torch.compile`` graph breaks (:mod:`.compile`), the
 models measured (:mod:`.targets`) and the published numbers they are checked
 against (:mod:`.reference`).  The speed / memory benchmarks that run these
 models in worker processes are scripts: ``tools/analysis/``."""
+from .compile import CompileReport, GraphBreak, compile_report
 from .complexity import (COUNT_STANDINS, ELEMENTWISE_MACS, OPAQUE_MACS, Complexity,
                          count_complexity, count_params)
 from .targets import (MIXER_SPEC, ImageNetClassifier, Target, build_spec, mixer_stage,
@@ -9,6 +11,7 @@ from .targets import (MIXER_SPEC, ImageNetClassifier, Target, build_spec, mixer_
                       spec_complexity)
 
 __all__ = [
+    'CompileReport', 'GraphBreak', 'compile_report',
     'COUNT_STANDINS', 'ELEMENTWISE_MACS', 'OPAQUE_MACS', 'Complexity', 'count_complexity',
     'count_params',
     'MIXER_SPEC', 'mixer_stage', 'ImageNetClassifier', 'Target', 'build_spec', 'build_config_model',

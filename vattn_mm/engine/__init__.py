@@ -2,9 +2,11 @@
 ``SafeRunner``, the hooks ``CrashSafeCheckpointHook``, ``PlainMessageHubHook``,
 ``RandomStateHook``, ``FiniteLossHook`` and ``ExactCheckpointHook``, the
 transform ``NameImageErrors`` and the file backend ``'atomic_local'`` (see
-docs/reliability.md), and the optimizer-wrapper constructor
+docs/reliability.md), ``CompileModulesHook`` (``torch.compile`` of the backbone,
+docs/training.md) and the optimizer-wrapper constructor
 ``NormDecayOptimWrapperConstructor`` (Mask2Former's no decay on any norm).
 Importing registers these new names and changes nothing else."""
+from .compile import CompileModulesHook
 from .finite import (FiniteLossHook, NonFiniteLossError, NonFiniteWeightsError,
                      check_finite_weights)
 from .hooks import ATOMIC_BACKEND, CrashSafeCheckpointHook, ExactCheckpointHook, PlainMessageHubHook
@@ -13,7 +15,8 @@ from .random_state import RandomStateHook, capture_random_state, restore_random_
 from .runner import SafeRunner
 from .transforms import NameImageErrors, name_image_errors
 
-__all__ = ['ATOMIC_BACKEND', 'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'FiniteLossHook',
+__all__ = ['ATOMIC_BACKEND', 'CompileModulesHook',
+           'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'FiniteLossHook',
            'NameImageErrors', 'NonFiniteLossError', 'NonFiniteWeightsError',
            'NormDecayOptimWrapperConstructor', 'PlainMessageHubHook', 'RandomStateHook',
            'SafeRunner', 'capture_random_state', 'check_finite_weights', 'name_image_errors',

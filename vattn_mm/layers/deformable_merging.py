@@ -1,25 +1,38 @@
 """Deformable token merging (DTM): the learned downsampling between LITv2
 stages (LIT, Pan et al., AAAI 2022, arXiv:2105.14217; LITv2, arXiv:2205.13213).
 
-Built on mmcv's DCNv1 operator (``mmcv.ops.deform_conv2d``, CPU and CUDA);
-mmcv's own ``DeformConv2d`` has no bias, the official DTM convolution has one.
+Built on torchvision's DCNv1 operator (``torch.ops.torchvision.deform_conv2d``,
+CPU and CUDA, the same bilinear sampling as mmcv's ``deform_conv2d`` the
+official code uses): a dispatcher op with shape functions, so ``torch.compile``
+traces it into the graph (mmcv's pybind kernel is a graph break).
 """
 from __future__ import annotations
 
+import importlib
 import math
 
 import torch
 from mmcv.cnn import build_activation_layer, build_norm_layer
-from mmcv.ops import deform_conv2d
 from mmengine.registry import MODELS
 from torch import nn
 
 from ..utils.amp import float32_unless_native
 from .patch_embed import Size, map_to_tokens
 
-#: mmcv's kernels have no bfloat16 (nor CPU float16) version: under autocast
-#: the deformable convolution itself runs in float32
-_deform_conv2d = float32_unless_native(deform_conv2d)
+importlib.import_module('torchvision')   # registers torch.ops.torchvision
+
+
+def _dcn_v1(x: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor,
+            bias: torch.Tensor, stride: int, padding: int) -> torch.Tensor:
+    """DCNv1 (no modulation mask, one weight and one offset group)."""
+    no_mask = x.new_zeros(x.shape[0], 1)   # what torchvision passes when ``mask=None``
+    return torch.ops.torchvision.deform_conv2d(x, weight, offset, no_mask, bias, stride, stride,
+                                               padding, padding, 1, 1, 1, 1, False)
+
+
+#: the kernels have no bfloat16 (nor CPU float16) version: under autocast the
+#: deformable convolution itself runs in float32
+_deform_conv2d = float32_unless_native(_dcn_v1)
 
 
 class BiasedDeformConv2d(nn.Module):
@@ -56,12 +69,8 @@ class BiasedDeformConv2d(nn.Module):
         nn.init.zeros_(self.conv_offset.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.contiguous()
-        offset = self.conv_offset(x)
-        # im2col over the whole batch: any batch size divides it
-        out = _deform_conv2d(x, offset, self.weight, self.stride, self.padding,
-                             1, 1, 1, False, x.shape[0])
-        return out + self.bias.to(out.dtype).view(1, -1, 1, 1)
+        return _deform_conv2d(x, self.conv_offset(x), self.weight, self.bias, self.stride,
+                              self.padding)
 
 
 @MODELS.register_module()

@@ -13,8 +13,10 @@ backward), on CPU, float32 outside autocast, an activation oneDNN has
 (``nn.GELU``, ``nn.Hardswish``, ``nn.ReLU``), a plain ``nn.Linear`` /
 ``nn.Conv2d``, no forward hooks on it or on the activation (the fused call
 bypasses both ``forward``s), no
-Python dispatch mode active (FLOP counters, fake tensors) and where this
-PyTorch build has the ops; everything else takes the plain path.
+Python dispatch mode active (FLOP counters, fake tensors), not while
+``torch.compile`` traces (inductor emits these kernels itself; the dispatch-mode
+check would be a graph break) and where this PyTorch build has the ops;
+everything else takes the plain path.
 """
 from __future__ import annotations
 
@@ -49,6 +51,7 @@ def _hooked(module: nn.Module) -> bool:
 
 def _can_fuse(x: torch.Tensor, layer: nn.Module, act: nn.Module) -> bool:
     return (FUSED_ACT_AVAILABLE and not torch.is_grad_enabled()
+            and not torch.compiler.is_compiling()      # inductor fuses by itself
             and x.device.type == 'cpu' and x.dtype == torch.float32
             and not torch.is_autocast_enabled('cpu')
             and _get_current_dispatch_mode() is None

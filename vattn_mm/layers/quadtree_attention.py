@@ -192,11 +192,13 @@ def gathered_aggregate(attn: torch.Tensor, v: torch.Tensor, index: torch.Tensor)
 
 # ----------------------------------------------------------- the attention
 def _clamp_topk(k: int, available: int, level: int) -> int:
-    """Clamp a top-k to the candidates available, logging that once."""
+    """Clamp a top-k to the candidates available, logging that once (in eager
+    runs: mmengine's logger cannot be traced, so under ``torch.compile`` the
+    clamp is silent rather than a graph break)."""
     global _TOPK_CLAMP_LOGGED
     if k <= available:
         return k
-    if not _TOPK_CLAMP_LOGGED:
+    if not _TOPK_CLAMP_LOGGED and not torch.compiler.is_compiling():
         _TOPK_CLAMP_LOGGED = True
         print_log(
             f'QuadtreeAttention: top-k {k} at pyramid level {level} (0 = coarsest) '
