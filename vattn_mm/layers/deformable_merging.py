@@ -3,6 +3,8 @@ stages (LIT, Pan et al., AAAI 2022, arXiv:2105.14217; LITv2, arXiv:2205.13213).
 
 Built on mmcv's DCNv1 operator (``mmcv.ops.deform_conv2d``, CPU and CUDA);
 mmcv's own ``DeformConv2d`` has no bias, the official DTM convolution has one.
+For ONNX export the same sampling runs in plain operators
+(:func:`~vattn_mm.layers.export_ops.deform_conv2d_sampled`).
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from ..utils.amp import float32_unless_native
+from ..utils.tracing import is_exporting
+from .export_ops import deform_conv2d_sampled
 from .patch_embed import Size, map_to_tokens
 
 #: mmcv's kernels have no bfloat16 (nor CPU float16) version: under autocast
@@ -58,6 +62,9 @@ class BiasedDeformConv2d(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.contiguous()
         offset = self.conv_offset(x)
+        if is_exporting():   # mmcv's op has no ONNX form: the same sampling in plain ops
+            out = deform_conv2d_sampled(x, offset, self.weight, self.stride, self.padding)
+            return out + self.bias.view(1, -1, 1, 1)
         # im2col over the whole batch: any batch size divides it
         out = _deform_conv2d(x, offset, self.weight, self.stride, self.padding,
                              1, 1, 1, False, x.shape[0])

@@ -13,8 +13,8 @@ backward), on CPU, float32 outside autocast, an activation oneDNN has
 (``nn.GELU``, ``nn.Hardswish``, ``nn.ReLU``), a plain ``nn.Linear`` /
 ``nn.Conv2d``, no forward hooks on it or on the activation (the fused call
 bypasses both ``forward``s), no
-Python dispatch mode active (FLOP counters, fake tensors) and where this
-PyTorch build has the ops; everything else takes the plain path.
+Python dispatch mode active (FLOP counters, fake tensors), not while tracing
+for export (the ops have no ONNX form) and where this PyTorch build has the ops; everything else takes the plain path.
 """
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module
 from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+from ..utils.tracing import is_exporting
 
 _OPS = torch.ops.mkldnn
 #: whether this PyTorch build has the fused oneDNN kernels
@@ -51,7 +53,7 @@ def _can_fuse(x: torch.Tensor, layer: nn.Module, act: nn.Module) -> bool:
     return (FUSED_ACT_AVAILABLE and not torch.is_grad_enabled()
             and x.device.type == 'cpu' and x.dtype == torch.float32
             and not torch.is_autocast_enabled('cpu')
-            and _get_current_dispatch_mode() is None
+            and _get_current_dispatch_mode() is None and not is_exporting()
             and not (_hooked(layer) or _hooked(act) or _module._global_forward_hooks
                      or _module._global_forward_pre_hooks))
 
