@@ -5,6 +5,7 @@ of 32 (the padding path), to 1e-4 relative error; the export-only layer paths
 equal to the normal ones; the clear error for an operator without ONNX form."""
 from __future__ import annotations
 
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -61,9 +62,15 @@ def test_family_exports_and_matches(family, tmp_path):
     assert_exports(family_micro(family), tmp_path / f'{family}.onnx')
 
 
-@pytest.mark.parametrize('mixer', sorted(MIXERS))
-def test_mixer_exports_and_matches(mixer, tmp_path):
-    assert_exports(mixer_pyramid(mixer), tmp_path / f'{mixer}.onnx')
+#: every registered mixer at its defaults, and PVTv2's linear SRA (pooled)
+MIXER_CASES = [(name, {}) for name in sorted(MIXERS)] + [
+    ('SpatialReductionAttention', dict(linear=True))]
+
+
+@pytest.mark.parametrize('mixer,args', MIXER_CASES,
+                         ids=[f'{m}{"-" if a else ""}{"-".join(a)}' for m, a in MIXER_CASES])
+def test_mixer_exports_and_matches(mixer, args, tmp_path):
+    assert_exports(mixer_pyramid(mixer, **args), tmp_path / f'{mixer}.onnx')
 
 
 def test_position_modules_export(tmp_path):
@@ -142,10 +149,23 @@ def test_tool_end_to_end(tmp_path):
                                    rtol=1e-4, atol=1e-4)
 
 
-def test_tool_refuses_bad_input(tmp_path):
+def load_tool():
+    spec = importlib.util.spec_from_file_location('export_onnx_tool',
+                                                  ROOT / 'tools/deploy/export_onnx.py')
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_tool_refuses_bad_input(tmp_path, capsys):
+    tool = load_tool()
     bad = tmp_path / 'bad.pth'
     torch.save({'state_dict': {'nonsense.weight': torch.zeros(1)}}, bad)
-    result = run_tool('PVTv2:b0', str(bad), '--out', str(tmp_path / 'x.onnx'))
-    assert result.returncode == 2 and 'does not fit' in result.stderr
-    result = run_tool('PVTv2:b0', '--out', str(tmp_path / 'x.onnx'))
-    assert result.returncode == 2 and '--random-init' in result.stderr
+    assert tool.main(['PVTv2:b0', str(bad), '--out', str(tmp_path / 'x.onnx')]) == 2
+    assert 'does not fit' in capsys.readouterr().err
+    assert not (tmp_path / 'x.onnx').exists()
+    with pytest.raises(SystemExit) as exit_info:
+        tool.main(['PVTv2:b0', '--out', str(tmp_path / 'x.onnx')])
+    assert exit_info.value.code == 2 and '--random-init' in capsys.readouterr().err
+    assert tool.main(['NoSuch:b0', '--random-init', '--out', str(tmp_path / 'x.onnx')]) == 2
+    assert 'unknown backbone family' in capsys.readouterr().err

@@ -1,8 +1,8 @@
 """Exact pure-PyTorch forms of operators that have no ONNX form with dynamic
 sizes, used while exporting (:func:`~vattn_mm.utils.is_exporting`):
 
-* adaptive average pooling whose input size (AgentAttention's agents) or
-  output size (P2T's ``round(side / ratio)`` pyramids) follows the input: the
+* adaptive average pooling whose input size (AgentAttention's agents,
+  PVTv2's linear spatial reduction) or output size (P2T's ``round(side / ratio)`` pyramids) follows the input: the
   ONNX exporter needs both as constants;
 * mmcv's deformable convolution (LITv2's token merging): a custom C++/CUDA op
   with no ONNX form, rebuilt from ``grid_sample`` taps.
@@ -15,6 +15,7 @@ from typing import Sequence, Union
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from ..utils.tracing import is_exporting
 
@@ -90,3 +91,12 @@ def deform_conv2d_sampled(x: torch.Tensor, offset: torch.Tensor, weight: torch.T
                             padding_mode='zeros', align_corners=False)  # (B, C, T*oh, ow)
     sampled = sampled.view(b, c * taps, oh * ow)
     return (weight.view(out_ch, c * taps) @ sampled).view(b, out_ch, oh, ow)
+
+
+class AdaptiveAvgPool2d(nn.AdaptiveAvgPool2d):
+    """``nn.AdaptiveAvgPool2d`` through :func:`adaptive_avg_pool2d` (exportable
+    with dynamic input sizes); an int or pair ``output_size``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        size = self.output_size
+        return adaptive_avg_pool2d(x, (size, size) if isinstance(size, int) else size)
