@@ -5,7 +5,6 @@ of 32 (the padding path), to 1e-4 relative error; the export-only layer paths
 equal to the normal ones; the clear error for an operator without ONNX form."""
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +13,14 @@ import pytest
 import torch
 from torch import nn
 
-from .backbone_cases import CASES, build_micro
 from vattn_mm.backbones import TokenPyramid
 from vattn_mm.checkpoint.onnx import (OnnxExportError, OnnxModel, check_onnx, export_onnx,
                                       format_checks)
 from vattn_mm.layers import MIXERS
 from vattn_mm.utils import export_paths, is_exporting
+
+from .backbone_cases import CASES, build_micro
+from .tools import load_tool as load_script
 
 pytest.importorskip('onnxruntime')
 
@@ -150,11 +151,22 @@ def test_tool_end_to_end(tmp_path):
 
 
 def load_tool():
-    spec = importlib.util.spec_from_file_location('export_onnx_tool',
-                                                  ROOT / 'tools/deploy/export_onnx.py')
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script('deploy/export_onnx.py')
+
+
+def test_tool_exports_config_backbone_and_neck(tmp_path):
+    """CONFIG CKPT: the backbone + FPN of a detector, a trained model's weights."""
+    tool = load_tool()
+    config = str(ROOT / 'configs/demo/pvtv2_b0_maskrcnn_demo.py')
+    trained = tool.build_from_config(config, None)
+    ckpt = tmp_path / 'det.pth'
+    state = {f'{part}.{k}': v for part in ('backbone', 'neck')
+             for k, v in getattr(trained, part).state_dict().items()}
+    torch.save({'state_dict': {**state, 'rpn_head.rpn_conv.weight': torch.zeros(1)}}, ckpt)
+    model = tool.build_from_config(config, str(ckpt))
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, state[key]), key
+    assert_exports(model, tmp_path / 'det.onnx', sizes=((64, 64), (77, 61)))
 
 
 def test_tool_refuses_bad_input(tmp_path, capsys):

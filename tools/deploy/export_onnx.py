@@ -57,7 +57,7 @@ def build_from_config(path: str, checkpoint: str | None) -> nn.Module:
         if model_cfg.get('neck'):
             parts['neck'] = MODELS.build(model_cfg['neck'])
     if checkpoint is not None:
-        sd = extract_state_dict(read_checkpoint(checkpoint))
+        sd = extract_state_dict(read_checkpoint(checkpoint), prefix='')   # the whole model
         for name, module in parts.items():
             own = {k[len(name) + 1:]: v for k, v in sd.items() if k.startswith(name + '.')}
             missing, unexpected = module.load_state_dict(own, strict=False)
