@@ -81,6 +81,17 @@ def test_position_modules_export(tmp_path):
     assert_exports(model, tmp_path / 'peg.onnx')
 
 
+def test_chunked_loops_do_not_freeze_the_export_size(tmp_path):
+    """The MLP's and dilated attention's inference chunking (Python loops over
+    the token count) is off while exporting: exported with the loops active
+    at the export size, the file still holds at larger maps."""
+    model = build_micro('DilateFormer')
+    for module in model.modules():
+        if hasattr(module, 'chunk_tokens'):
+            module.chunk_tokens = 64
+    assert_exports(model, tmp_path / 'chunked.onnx', sizes=((64, 64), (96, 128)))
+
+
 def test_quadtree_topk_selection(tmp_path):
     """Top-2 of 4+ candidates at every level: TopK / GatherElements in the
     graph select as PyTorch does where no padding creates ties."""

@@ -8,9 +8,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..utils.tracing import is_exporting
 from .attention import check_heads, init_position_bias_
 from .builder import register_mixer
-from ..utils.tracing import is_exporting
 from .export_ops import needs_padding, pad_to_multiple
 from .patch_embed import Size
 
