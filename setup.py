@@ -13,6 +13,9 @@ def read_requirements() -> list:
         return [line.strip() for line in f if line.strip() and not line.startswith('#')]
 
 
+#: ONNX export and its check in onnxruntime (tools/deploy/export_onnx.py)
+DEPLOY = ['onnx==1.19.1', 'onnxruntime==1.32.0', 'onnxscript==0.7.2']
+
 setup(
     name='vattn-mm',
     version=read_version(),
@@ -23,6 +26,7 @@ setup(
     packages=find_packages(include=['vattn_mm', 'vattn_mm.*']),
     python_requires='>=3.9',
     install_requires=read_requirements(),
-    extras_require={'tests': ['pytest>=7']},
+    extras_require={'deploy': DEPLOY,
+                    'tests': ['pytest>=7', *DEPLOY]},
     license='Apache-2.0',
 )

@@ -29,6 +29,7 @@ from torch.utils.checkpoint import checkpoint
 from ..layers import (TokenBlock, build_layer, build_mixer, build_position, build_shared,
                       residual_add, tokens_to_map)
 from ..layers.patch_embed import Size
+from ..utils.tracing import is_exporting
 from .keymap import KeyMap
 from .loading import FamilyConverter, load_pretrained
 
@@ -414,8 +415,13 @@ class PyramidBackbone(BaseModule):
         if min(h, w) < self.min_input_size:
             raise ValueError(f'{type(self).__name__}: input {h}x{w} is too small; each '
                              f'side needs at least {self.min_input_size} px')
-        pad_h, pad_w = -h % self.size_multiple, -w % self.size_multiple
-        if pad_h or pad_w:
+        multiple = self.size_multiple
+        # positive operands only: traced, floor and truncating division agree
+        pad_h, pad_w = (multiple - h % multiple) % multiple, (multiple - w % multiple) % multiple
+        # traced for export, the sizes are symbolic: pad and crop always (a
+        # no-op where the sides are multiples already)
+        padded = is_exporting() or bool(pad_h or pad_w)
+        if padded:
             x = F.pad(x, (0, pad_w, 0, pad_h))
         outs = []
         for i, stage in enumerate(self.stages[:self.out_indices[-1] + 1]):
@@ -427,9 +433,9 @@ class PyramidBackbone(BaseModule):
                 x = tokens_to_map(tokens, hw)
                 out = tokens_to_map(stage.norm(tokens), hw) if i in self.out_indices else None
             if i in self.out_indices:
-                if pad_h or pad_w:   # the sizes an unpadded input gives
+                if padded:   # the sizes an unpadded input gives
                     stride = self.strides[i]
-                    out = out[..., :-(-h // stride), :-(-w // stride)]
+                    out = out[..., :(h + stride - 1) // stride, :(w + stride - 1) // stride]
                 outs.append(dense_output(out))
         return tuple(outs)
 

@@ -13,6 +13,7 @@ from torch import nn
 from .attention import check_heads, init_position_bias_, merge_heads, split_heads
 from .builder import register_mixer
 from .conv import TokenMapConv2d
+from .export_ops import adaptive_avg_pool2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 #: Agent-PVT per stage (stride 4 / 8 / 16 / 32): agents in training, the
@@ -186,7 +187,7 @@ class AgentAttention(nn.Module):
             kv_in, kv_hw = map_to_tokens(self.sr(tokens_to_map(x, hw)))
             kv_in = self.norm(kv_in)
         k, v = split_heads(self.kv(kv_in), 2 * heads).chunk(2, dim=1)
-        agents, _ = map_to_tokens(F.adaptive_avg_pool2d(tokens_to_map(q, hw), self.agent_shape))
+        agents, _ = map_to_tokens(adaptive_avg_pool2d(tokens_to_map(q, hw), self.agent_shape))
         agents = split_heads(agents, heads)
 
         # step 1: agents aggregate the values; bias (heads, agents, keys)

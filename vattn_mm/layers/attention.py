@@ -10,6 +10,7 @@ from torch import nn
 
 from .builder import register_mixer
 from .conv import TokenMapConv2d
+from .export_ops import AdaptiveAvgPool2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
@@ -89,7 +90,7 @@ class SpatialReductionAttention(nn.Module):
         self.proj = nn.Linear(width, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
         if linear:
-            self.pool = nn.AdaptiveAvgPool2d(pool_size)
+            self.pool = AdaptiveAvgPool2d(pool_size)
             self.sr = nn.Conv2d(embed_dims, embed_dims, 1)
             self.act = nn.GELU()
         elif sr_ratio > 1:

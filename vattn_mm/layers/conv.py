@@ -6,6 +6,7 @@ from typing import Optional
 import torch
 from torch import nn
 
+from ..utils.tracing import is_exporting
 from .fused import conv_act
 
 
@@ -50,8 +51,9 @@ class TokenMapConv2d(nn.Conv2d):
     def _operands(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The input and weight the convolution runs on: for a token map both
         channels-last on the fast path, the map copied to NCHW for a large
-        depthwise kernel; otherwise as they are."""
-        if is_token_map(x):
+        depthwise kernel; otherwise (and when exporting: the layout is
+        the runtime's business) as they are."""
+        if is_token_map(x) and not is_exporting():
             if self.channels_last:
                 return (x.contiguous(memory_format=torch.channels_last),
                         _channels_last_weight(self.weight))

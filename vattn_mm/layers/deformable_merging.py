@@ -5,6 +5,8 @@ Built on torchvision's DCNv1 operator (``torch.ops.torchvision.deform_conv2d``,
 CPU and CUDA, the same bilinear sampling as mmcv's ``deform_conv2d`` the
 official code uses): a dispatcher op with shape functions, so ``torch.compile``
 traces it into the graph (mmcv's pybind kernel is a graph break).
+For ONNX export the same sampling runs in plain operators
+(:func:`~vattn_mm.layers.export_ops.deform_conv2d_sampled`).
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from ..utils.amp import float32_unless_native
+from ..utils.tracing import is_exporting
+from .export_ops import deform_conv2d_sampled
 from .patch_embed import Size, map_to_tokens
 
 importlib.import_module('torchvision')   # registers torch.ops.torchvision
@@ -69,8 +73,12 @@ class BiasedDeformConv2d(nn.Module):
         nn.init.zeros_(self.conv_offset.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _deform_conv2d(x, self.conv_offset(x), self.weight, self.bias, self.stride,
-                              self.padding)
+        offset = self.conv_offset(x)
+        if is_exporting():   # the dispatcher op has no ONNX form: the same sampling in plain ops
+            out = deform_conv2d_sampled(x.contiguous(), offset, self.weight, self.stride,
+                                        self.padding)
+            return out + self.bias.view(1, -1, 1, 1)
+        return _deform_conv2d(x, offset, self.weight, self.bias, self.stride, self.padding)
 
 
 @MODELS.register_module()

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..utils.tracing import is_exporting
 from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
 from .patch_embed import Size
@@ -71,6 +72,28 @@ def dilated_local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     for o, ys, ys_src, xs, xs_src in windows:
         out[:, ys, xs].addcmul_(attn[:, ys, xs, :, o, None], v[:, ys_src, xs_src])
     return out
+
+
+def dilated_local_attention_padded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                                   kernel_size: int, dilation: int,
+                                   scale: float) -> torch.Tensor:
+    """:func:`dilated_local_attention` (no dropout) for export: keys and
+    values zero-padded by the neighbourhood's reach, each offset a slice with
+    constant bounds (valid for any map size), no in-place writes."""
+    if kernel_size % 2 == 0:
+        raise ValueError(f'dilated attention needs an odd kernel_size, got {kernel_size}')
+    reach = dilation * (kernel_size // 2)
+    pad = (0, 0, 0, 0, reach, reach, reach, reach)
+    k, v = F.pad(k, pad), F.pad(v, pad)
+    shifts = [(i * dilation, j * dilation) for i in range(-(kernel_size // 2), kernel_size // 2 + 1)
+              for j in range(-(kernel_size // 2), kernel_size // 2 + 1)]
+
+    def window(t: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
+        return t[:, reach + dy:(dy - reach) or None, reach + dx:(dx - reach) or None]
+
+    logits = torch.stack([(q * window(k, dy, dx)).sum(-1) for dy, dx in shifts], dim=-1)
+    attn = (logits * scale).softmax(dim=-1)
+    return sum(attn[..., o, None] * window(v, dy, dx) for o, (dy, dx) in enumerate(shifts))
 
 
 def default_dilations(num_heads: int) -> tuple[int, ...]:
@@ -147,6 +170,9 @@ class MultiScaleDilatedAttention(nn.Module):
             raise ValueError(f'MultiScaleDilatedAttention: {n} tokens do not form a '
                              f'{hw[0]}x{hw[1]} map')
         x = x.reshape(b, *hw, c)
+        if is_exporting():
+            return self.proj_drop(self.proj(
+                self._forward_export(x).view(b, n, self.attn_dims)))
         out = x.new_empty(b, *hw, self.attn_dims)
         width = self.attn_dims // len(self.dilation)
         if self.chunk_tokens is None or torch.is_grad_enabled() or n <= self.chunk_tokens:
@@ -166,6 +192,16 @@ class MultiScaleDilatedAttention(nn.Module):
         for top in range(0, hw[0], rows):
             result[:, top:top + rows] = self.proj_drop(self.proj(out[:, top:top + rows]))
         return result.view(b, n, c)
+
+    def _forward_export(self, x: torch.Tensor) -> torch.Tensor:
+        """The attention output (B, H, W, A) of all head groups for export:
+        :func:`dilated_local_attention_padded`, no bands, no in-place writes."""
+        qkv = F.linear(x, self.qkv.weight.flatten(1), self.qkv.bias)
+        q, k, v = qkv.unflatten(-1, (3, len(self.dilation), -1, self.head_dims)).unbind(3)
+        return torch.cat([
+            dilated_local_attention_padded(q[..., g, :, :], k[..., g, :, :], v[..., g, :, :],
+                                           self.kernel_size, dilation, self.scale)
+            .flatten(-2) for g, dilation in enumerate(self.dilation)], dim=-1)
 
     def _attend_group(self, x: torch.Tensor, g: int, out: torch.Tensor) -> None:
         """Queries, keys and values of head group ``g`` only (rows

@@ -8,6 +8,7 @@ from mmcv.cnn import build_activation_layer
 from mmengine.registry import MODELS
 from torch import nn
 
+from ..utils.tracing import is_exporting
 from .conv import DepthwiseConv2d
 from .fused import linear_act
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -37,7 +38,9 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor, hw: Optional[Size] = None) -> torch.Tensor:
         chunk = self.chunk_tokens
-        if chunk is None or torch.is_grad_enabled() or x.shape[:-1].numel() <= chunk:
+        # traced for export, the chunk loop would freeze the export size's token count
+        if (chunk is None or torch.is_grad_enabled() or is_exporting()
+                or x.shape[:-1].numel() <= chunk):
             return self._mlp(x)
         flat = x.reshape(-1, x.shape[-1])
         first = self._mlp(flat[:chunk])  # its dtype is the output's (autocast)

@@ -15,8 +15,9 @@ backward), on CPU, float32 outside autocast, an activation oneDNN has
 bypasses both ``forward``s), no
 Python dispatch mode active (FLOP counters, fake tensors), not while
 ``torch.compile`` traces (inductor emits these kernels itself; the dispatch-mode
-check would be a graph break) and where this PyTorch build has the ops;
-everything else takes the plain path.
+check would be a graph break), not while tracing for export (the ops have no
+ONNX form) and where this PyTorch build has the ops; everything else takes the
+plain path.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ import torch
 from torch import nn
 from torch.nn.modules import module as _module
 from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+from ..utils.tracing import is_exporting
 
 _OPS = torch.ops.mkldnn
 #: whether this PyTorch build has the fused oneDNN kernels
@@ -54,7 +57,7 @@ def _can_fuse(x: torch.Tensor, layer: nn.Module, act: nn.Module) -> bool:
             and not torch.compiler.is_compiling()      # inductor fuses by itself
             and x.device.type == 'cpu' and x.dtype == torch.float32
             and not torch.is_autocast_enabled('cpu')
-            and _get_current_dispatch_mode() is None
+            and _get_current_dispatch_mode() is None and not is_exporting()
             and not (_hooked(layer) or _hooked(act) or _module._global_forward_hooks
                      or _module._global_forward_pre_hooks))
 

@@ -10,6 +10,7 @@ from torch import nn
 
 from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
+from .export_ops import needs_padding, pad_to_multiple
 from .patch_embed import Size
 
 
@@ -106,8 +107,8 @@ class HiLoAttention(nn.Module):
         b, n, c = x.shape
         h, w = hw
         padded = x.reshape(b, h, w, c)
-        pad_b, pad_r = -h % self.ws, -w % self.ws
-        if pad_b or pad_r:
+        pad_b, pad_r = pad_to_multiple(h, self.ws), pad_to_multiple(w, self.ws)
+        if needs_padding(pad_b, pad_r):
             padded = F.pad(padded, (0, 0, 0, pad_r, 0, pad_b))
         outs = []
         if self.h_heads:

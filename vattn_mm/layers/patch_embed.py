@@ -12,6 +12,7 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from .conv import TokenMapConv2d
+from .export_ops import needs_padding, pad_to_multiple
 
 Size = tuple[int, int]
 
@@ -57,8 +58,9 @@ class OverlapPatchEmbed(nn.Module):
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
         if self.pad_to_multiple:
             h, w = x.shape[-2:]
-            pad_h, pad_w = -h % self.pad_to_multiple, -w % self.pad_to_multiple
-            if pad_h or pad_w:
+            pad_h = pad_to_multiple(h, self.pad_to_multiple)
+            pad_w = pad_to_multiple(w, self.pad_to_multiple)
+            if needs_padding(pad_h, pad_w):
                 x = F.pad(x, (0, pad_w, 0, pad_h))
         x, hw = map_to_tokens(self.proj(x))
         return self.norm(x), hw

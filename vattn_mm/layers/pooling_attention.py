@@ -11,7 +11,9 @@ from torch import nn
 
 from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
+from ..utils.tracing import is_exporting
 from .conv import DepthwiseConv2d
+from .export_ops import adaptive_avg_pool2d
 from .patch_embed import Size, tokens_to_map
 
 
@@ -28,6 +30,9 @@ def pooled_size(hw: Size, ratio: float) -> Size:
     limit the other ratios already reach (a global average), and every size
     the official code accepts gives exactly its result.
     """
+    if is_exporting():   # traced sizes: the same rounding (half to even) as tensors
+        return tuple(torch.round(torch.as_tensor(side, dtype=torch.float64) / ratio)
+                     .clamp(min=1).long() for side in hw)
     return tuple(max(1, round(side / ratio)) for side in hw)
 
 
@@ -101,7 +106,7 @@ class PyramidPoolingAttention(nn.Module):
         x = tokens_to_map(x, hw)
         pools = []
         for ratio, conv in zip(self.pool_ratios, pool_convs):
-            p = F.adaptive_avg_pool2d(x, pooled_size(hw, ratio))
+            p = adaptive_avg_pool2d(x, pooled_size(hw, ratio))
             pools.append((p + conv(p)).flatten(2))
         return self.norm(torch.cat(pools, dim=2).transpose(1, 2))
 

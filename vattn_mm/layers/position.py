@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from mmengine.registry import MODELS
 from torch import nn
 
+from ..utils.tracing import is_exporting
 from .attention import init_position_bias_
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -67,8 +68,8 @@ class AbsolutePosEmbed(nn.Module):
         return f'grid_size={self.grid_size}'
 
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
-        if tuple(hw) == self.grid_size:
-            return self.pos_embed
+        if tuple(hw) == self.grid_size and not is_exporting():   # traced: resize always
+            return self.pos_embed   # (a same-size bilinear resize is the identity)
         table = self.pos_embed.reshape(1, *self.grid_size, -1).permute(0, 3, 1, 2)
         table = F.interpolate(table, size=tuple(hw), mode='bilinear', align_corners=False)
         return map_to_tokens(table)[0]

@@ -27,6 +27,7 @@ from torch import nn
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
+from ..utils.tracing import is_exporting
 from .attention import attention_width
 from .builder import register_mixer
 from .conv import DepthwiseConv2d
@@ -181,12 +182,22 @@ def gathered_scores(q: torch.Tensor, k: torch.Tensor, index: torch.Tensor) -> to
     Returns:
         ``(G, P, F, K * R)`` scores, candidates ordered (block, row).
     """
+    if is_exporting():   # one gather, no chunks or in-place writes
+        g, p, f, d = q.shape
+        m, r = k.shape[1:3]
+        blocks = _gather_blocks(k.reshape(g * m, r, d), _flat_index(index, m))
+        return (q.reshape(g * p, f, d) @ blocks.transpose(1, 2)).view(g, p, f, -1)
     return _GatheredScores.apply(q.contiguous(), k.contiguous(), index)
 
 
 def gathered_aggregate(attn: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Weighted sums of candidate values: ``attn`` ``(G, P, F, K * R)``,
     ``v`` ``(G, M, R, D)`` blocks, ``index`` ``(G, P, K)`` -> ``(G, P, F, D)``."""
+    if is_exporting():
+        g, p, f, j = attn.shape
+        m, r, d = v.shape[1:]
+        blocks = _gather_blocks(v.reshape(g * m, r, d), _flat_index(index, m))
+        return (attn.reshape(g * p, f, j) @ blocks).view(g, p, f, d)
     return _GatheredAggregate.apply(attn.contiguous(), v.contiguous(), index)
 
 
@@ -196,6 +207,8 @@ def _clamp_topk(k: int, available: int, level: int) -> int:
     runs: mmengine's logger cannot be traced, so under ``torch.compile`` the
     clamp is silent rather than a graph break)."""
     global _TOPK_CLAMP_LOGGED
+    if isinstance(available, torch.Tensor):   # traced size (export): clamp in the graph
+        return torch.clamp(available, max=k)
     if k <= available:
         return k
     if not _TOPK_CLAMP_LOGGED and not torch.compiler.is_compiling():
@@ -212,6 +225,8 @@ def _top_keys(q: torch.Tensor, k: torch.Tensor, topk: int) -> torch.Tensor:
     """Indices ``(G, N, topk)`` of each query's ``topk`` best keys by score
     (= by attention probability), computed in row chunks without autograd so
     no ``N x M`` map is kept."""
+    if is_exporting():
+        return (q @ k.transpose(-1, -2)).topk(topk, dim=-1).indices
     g, n, _ = q.shape
     out = torch.empty(g, n, topk, dtype=torch.long, device=q.device)
     with torch.no_grad():

@@ -10,7 +10,9 @@ from torch import nn
 
 from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
+from ..utils.tracing import is_exporting
 from .conv import TokenMapConv2d
+from .export_ops import needs_padding
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 #: constructor arguments of the official ``models/rest.py:Attention`` and ours
@@ -94,8 +96,11 @@ class EfficientMultiHeadAttention(nn.Module):
         x = tokens_to_map(x, hw)
         # the conv needs sides >= kernel - 2 * padding (2 for an odd ratio, else 1)
         small = self.sr_ratio + 1 - 2 * (self.sr_ratio // 2)
-        pad_b, pad_r = max(0, small - hw[0]), max(0, small - hw[1])
-        if pad_b or pad_r:
+        if is_exporting():   # traced sizes: clamp in the graph
+            pad_b, pad_r = (torch.clamp(small - torch.as_tensor(side), min=0) for side in hw)
+        else:
+            pad_b, pad_r = max(0, small - hw[0]), max(0, small - hw[1])
+        if needs_padding(pad_b, pad_r):
             x = F.pad(x, (0, pad_r, 0, pad_b))
         return self.sr_norm(map_to_tokens(self.sr(x))[0])
 

@@ -8,8 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..utils.tracing import is_exporting
 from .attention import attention_width, init_position_bias_
 from .builder import register_mixer
+from .export_ops import needs_padding, pad_to_multiple
 from .patch_embed import Size
 
 #: logit added between tokens of different regions of the shifted map (Swin's value, not -inf)
@@ -26,18 +28,21 @@ def relative_position_index(window_size: int) -> torch.Tensor:
     return rel[0] * (2 * m - 1) + rel[1]
 
 
-def shifted_window_mask(hw: Size, window_size: int, shift_size: int) -> torch.Tensor:
+def shifted_window_mask(hw: Size, window_size: int, shift_size: int,
+                        device: Optional[torch.device] = None) -> torch.Tensor:
     """(windows, M*M, M*M) additive mask of the cyclically shifted ``hw`` map
     (sides multiples of the window): 0 between tokens of the same region, -100
-    between regions that the roll brought together."""
+    between regions that the roll brought together.  The regions along a side
+    are ``[0, side - M)``, ``[side - M, side - S)``, ``[side - S, side)``
+    (tensor comparisons: valid for traced sizes too)."""
     h, w = hw
     m, s = window_size, shift_size
-    label = torch.zeros(h, w)
-    region = 0
-    for rows in (slice(0, -m), slice(-m, -s), slice(-s, None)):
-        for cols in (slice(0, -m), slice(-m, -s), slice(-s, None)):
-            label[rows, cols] = region
-            region += 1
+
+    def regions(side) -> torch.Tensor:
+        pos = torch.arange(side, device=device)
+        return (pos >= side - m).long() + (pos >= side - s).long()
+
+    label = regions(h)[:, None] * 3 + regions(w)[None, :]
     windows = label.view(h // m, m, w // m, m).transpose(1, 2).reshape(-1, m * m)
     different = windows[:, :, None] != windows[:, None, :]
     return different.float() * REGION_MASK_VALUE
@@ -131,6 +136,8 @@ class ShiftedWindowAttention(nn.Module):
     # ------------------------------------------------------------ forward
     def region_mask(self, hw: Size, device: torch.device) -> torch.Tensor:
         """Cached (windows, 1, M*M, M*M) mask of the shifted padded map ``hw``."""
+        if is_exporting():   # traced sizes: built in the graph
+            return shifted_window_mask(hw, self.window_size, self.shift_size, device).unsqueeze(1)
         key = (*hw, device)
         if key not in self._masks:
             self._masks[key] = shifted_window_mask(
@@ -142,8 +149,8 @@ class ShiftedWindowAttention(nn.Module):
         h, w = hw
         m, s = self.window_size, self.shift_size
         x = x.reshape(b, h, w, c)
-        pad_b, pad_r = -h % m, -w % m
-        if pad_b or pad_r:
+        pad_b, pad_r = pad_to_multiple(h, m), pad_to_multiple(w, m)
+        if needs_padding(pad_b, pad_r):
             x = F.pad(x, (0, 0, 0, pad_r, 0, pad_b))
         hp, wp = h + pad_b, w + pad_r
         if s:
