@@ -63,9 +63,14 @@ def test_family_exports_and_matches(family, tmp_path):
     assert_exports(family_micro(family), tmp_path / f'{family}.onnx')
 
 
-#: every registered mixer at its defaults, and PVTv2's linear SRA (pooled)
+#: every registered mixer at its defaults, PVTv2's linear SRA (pooled), and an
+#: inner width other than the stage width (the attention zoo's matching knob)
 MIXER_CASES = [(name, {}) for name in sorted(MIXERS)] + [
-    ('SpatialReductionAttention', dict(linear=True))]
+    ('SpatialReductionAttention', dict(linear=True)),
+    ('MultiScaleDilatedAttention', dict(attn_dims=48)),
+    ('ShiftedWindowAttention', dict(attn_dims=48)),
+    ('HiLoAttention', dict(attn_dims=48)),
+    ('FocalModulation', dict(modulation_dims=48))]
 
 
 @pytest.mark.parametrize('mixer,args', MIXER_CASES,
@@ -130,10 +135,10 @@ def test_unsupported_operator_is_named(tmp_path, monkeypatch):
 
     with pytest.raises(OnnxExportError, match=r'Svd .*operator aten::linalg_svd'):
         export_onnx(Svd(), tmp_path / 'svd.onnx', (8, 8))
-    # LITv2 without its export path: mmcv's deformable convolution (C++ op)
+    # LITv2 without its export path: torchvision's deformable convolution (no ONNX form here)
     import vattn_mm.layers.deformable_merging as dtm
     monkeypatch.setattr(dtm, 'is_exporting', lambda: False)
-    with pytest.raises(OnnxExportError, match=r'LITv2 .*operator mmcv::MMCVDeformConv2d'):
+    with pytest.raises(OnnxExportError, match=r'LITv2 .*operator torchvision::deform_conv2d'):
         export_onnx(build_micro('LITv2'), tmp_path / 'litv2.onnx', EXPORT_SIZE)
 
 

@@ -68,7 +68,7 @@ def _device(model: nn.Module) -> torch.device:
 def _unsupported_operator(error: Exception) -> Optional[str]:
     text = str(error)
     for pattern in (r"operator '?([\w:.]+)'? to ONNX", r'ONNX export of (?:operator )?([\w:.]+)',
-                    r'(mmcv::\w+|aten::\w+|mkldnn::\w+)'):
+                    r'namespace (\w+::\w+)', r'(\w+::\w+)'):
         found = re.search(pattern, text)
         if found:
             return found.group(1)
