@@ -217,6 +217,18 @@ def test_compiled_forward_reports_compile_time_and_deviation():
     assert 0 < m.max_dev < 0.05
 
 
+def test_onnxruntime_forward_reports_deviation():
+    """The onnxruntime runtime in a worker process: exported, run, within
+    float rounding of eager; training and bf16 are clear errors."""
+    m = run_case(Case('PVTv2:b0', (64, 96), 'fwd', runtime='onnxruntime', warmup=1, iters=1,
+                      threads=1), one_process=True)
+    assert m.latency_ms > 0 and 0 <= m.max_dev < 1e-4
+    with pytest.raises(ValueError, match="runtime 'onnxruntime' cannot measure mode 'train'"):
+        benchlib.measure(Case('PVTv2:b0', (64, 64), mode='train', runtime='onnxruntime'))
+    with pytest.raises(ValueError, match='onnxruntime measures fp32 on the CPU, not bf16'):
+        benchlib.measure(Case('PVTv2:b0', (64, 64), dtype='bf16', runtime='onnxruntime'))
+
+
 def test_graph_breaks_flag(capsys):
     assert BENCHMARK.main(['PVTv2:b0', '--shapes', '64x64', '--modes', 'fwd',
                            '--graph-breaks']) == 0

@@ -36,7 +36,9 @@ Runtimes (:data:`RUNTIMES`): ``eager`` runs the model as it is; ``compile``
 wraps its forward in ``torch.compile`` (inductor, default mode) once in the
 worker, and the first iteration (forward and, in training modes, backward
 compiled) is timed apart as the compile time (``*_compile_s``: compilation
-plus one run), not in the latency.  Dtypes: ``fp16`` / ``bf16`` run under
+plus one run), not in the latency; ``onnxruntime`` (forward, fp32, CPU)
+exports the forward to ONNX in the worker and runs it in an onnxruntime
+session with the case's threads.  Dtypes: ``fp16`` / ``bf16`` run under
 autocast.  In ``fwd`` mode a case other than eager fp32 also reports
 ``max_dev``: the largest deviation of its outputs from the same model's eager
 fp32 outputs, relative to the largest fp32 output magnitude.  The report
@@ -325,14 +327,39 @@ def _inductor(target: Any, case: Case) -> Any:
     return replace(target, forward=torch.compile(target.forward))
 
 
-#: runtime name -> :class:`Runtime`.  Another runtime is one entry: e.g. an
-#: ``'onnxruntime'`` one (``fwd`` only) whose ``prepare`` exports
-#: ``target.model`` (``vattn_mm.checkpoint.onnx.export_onnx(model, path,
-#: case.shape)``) and returns ``replace(target, forward=OnnxModel(path,
-#: case.threads))``: ``Runtime(_onnxruntime, modes=('fwd', ))``.
+def _onnxruntime(target: Any, case: Case) -> Any:
+    """The forward exported to ONNX (dynamic height and width, export size
+    ``case.shape``: :func:`vattn_mm.checkpoint.onnx.export_onnx`) and run by
+    an onnxruntime CPU session with the case's threads; fp32, CPU, inference."""
+    import tempfile
+
+    import torch
+    from torch import nn
+
+    from vattn_mm.checkpoint.onnx import OnnxModel, export_onnx
+    if case.device != 'cpu' or case.dtype != 'fp32':
+        raise ValueError(f'runtime onnxruntime measures fp32 on the CPU, not {case.dtype} on '
+                         f'{case.device}')
+
+    class Forward(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = target.model
+
+        def forward(self, images: torch.Tensor) -> Any:
+            return target.forward(images)
+    with tempfile.TemporaryDirectory(prefix='vattn-onnx-') as tmp:
+        path = Path(tmp) / 'model.onnx'
+        export_onnx(Forward(), path, case.shape)
+        session = OnnxModel(path, case.threads or torch.get_num_threads())
+    return replace(target, forward=session)
+
+
+#: runtime name -> :class:`Runtime`; another runtime is one entry
 RUNTIMES: dict[str, Runtime] = {
     'eager': Runtime(_eager),
     'compile': Runtime(_inductor, compiles=True),
+    'onnxruntime': Runtime(_onnxruntime, modes=('fwd', )),
 }
 
 

@@ -56,8 +56,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'with speed ratios to fp32')
     parser.add_argument('--runtime', nargs='+', choices=sorted(RUNTIMES), default=['eager'],
                         help='eager; compile: torch.compile (inductor), the compile time '
-                             'reported apart; several: each case under each, with speed '
-                             'ratios to eager')
+                             'reported apart; onnxruntime: exported to ONNX, run by '
+                             'onnxruntime (fwd, fp32, CPU); several: each case under each, '
+                             'with speed ratios to eager')
     parser.add_argument('--graph-breaks', action='store_true',
                         help='measure nothing: list the torch.compile graph breaks of each '
                              'target (exit 1 if any)')
