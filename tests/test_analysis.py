@@ -229,6 +229,16 @@ def test_onnxruntime_forward_reports_deviation():
         benchlib.measure(Case('PVTv2:b0', (64, 64), dtype='bf16', runtime='onnxruntime'))
 
 
+def test_time_only_cases_have_no_peak():
+    m = run_case(Case('Mixer:GlobalSelfAttention', (32, 32), 'fwd', warmup=0, iters=1,
+                      threads=1), memory=False)
+    assert m.latency_ms > 0 and m.peak_mib is None
+    row = benchlib.Row('Mixer:GlobalSelfAttention', '32x32', 'cpu', 'fp32', 1., 1.)
+    benchlib.fill_row(row, 'fwd', m)
+    assert row.fwd_ms == m.latency_ms and row.fwd_peak_mib is None
+    assert '| Mixer:GlobalSelfAttention | 32x32 |' in benchlib.markdown([row])
+
+
 def test_graph_breaks_flag(capsys):
     assert BENCHMARK.main(['PVTv2:b0', '--shapes', '64x64', '--modes', 'fwd',
                            '--graph-breaks']) == 0

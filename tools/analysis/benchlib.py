@@ -520,12 +520,16 @@ def _run_worker(case: Case, parts: Sequence[str], env: dict,
 
 
 def run_case(case: Case, timeout: Optional[float] = None,
-             one_process: bool = False) -> Measurement:
+             one_process: bool = False, memory: bool = True) -> Measurement:
     """Measure ``case`` in fresh interpreters: time and CUDA memory in one, CPU
     memory in a second one started with :data:`MMAP_MALLOC_ENV`.
     ``one_process``: CPU time and memory in the one :data:`MMAP_MALLOC_ENV`
     process (half the start-ups; the time then includes the page faults of
-    unmapped blocks: for smoke runs, not for reports)."""
+    unmapped blocks: for smoke runs, not for reports).  ``memory=False``:
+    time only (no peak)."""
+    if not memory:
+        return Measurement(**_run_worker(case, ('time', ), dict(os.environ), timeout),
+                           peak_mib=None, memory_method='')
     if case.device.startswith('cuda'):
         return Measurement(**_run_worker(case, ('time', 'memory'), dict(os.environ), timeout))
     if one_process:
@@ -552,7 +556,8 @@ def parse_shape(text: str) -> tuple[int, int]:
 def benchmark(targets: Sequence[str], shapes: Sequence[tuple[int, int]],
               modes: Sequence[str] = DEFAULT_MODES, *, dtypes: Sequence[str] = ('fp32', ),
               runtimes: Sequence[str] = ('eager', ), progress: bool = True,
-              on_row: Optional[Callable[[Row], None]] = None, **case_kwargs) -> list[Row]:
+              on_row: Optional[Callable[[Row], None]] = None, memory: bool = True,
+              **case_kwargs) -> list[Row]:
     """Measure every target at every shape, dtype and runtime in every mode;
     one :class:`Row` per (target, shape, dtype, runtime).  A failed case is
     reported in ``Row.error`` and the others still run; a mode a runtime
@@ -585,7 +590,7 @@ def benchmark(targets: Sequence[str], shapes: Sequence[tuple[int, int]],
                         case = Case(target, shape, mode, dtype=dtype, runtime=runtime,
                                     **case_kwargs)
                         try:
-                            fill_row(row, mode, run_case(case))
+                            fill_row(row, mode, run_case(case, memory=memory))
                         except (RuntimeError, subprocess.TimeoutExpired) as err:
                             row.error = f'{row.error}; {mode}: {err}'.lstrip('; ')
                         bar.update()

@@ -70,6 +70,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--name', default='benchmark', help='output file stem')
     parser.add_argument('--title', default='', help='plot title')
     parser.add_argument('--no-progress', action='store_true', help='no progress bar')
+    parser.add_argument('--no-memory', action='store_true',
+                        help='time only: no peak-memory processes (half the start-ups)')
     parser.add_argument('--against', nargs='+', metavar='LIBRARY',
                         help='also run these libraries\' versions of the targets with the same '
                              'weights (timm, mmdet: tools/analysis/peers.py), alternating with '
@@ -140,7 +142,7 @@ def main(argv=None) -> int:
             write_csv(done, csv_path)
         rows = benchmark(args.targets, args.shapes, args.modes, progress=not args.no_progress,
                          on_row=save, device=args.device, dtypes=args.dtype,
-                         runtimes=args.runtime, warmup=args.warmup,
+                         runtimes=args.runtime, warmup=args.warmup, memory=not args.no_memory,
                          iters=args.iters, threads=args.threads)
     if args.against:
         import peers
