@@ -79,6 +79,26 @@ def test_sweep_stops_at_the_memory_cap(monkeypatch):
     assert fit.stopped == rows[-1].error
 
 
+def test_sweep_trains_up_to_train_max_size(monkeypatch):
+    """Above ``train_max_size`` only the forward runs, and the memory cap is
+    judged on the forward peak there (the training peak would stop it)."""
+    benchlib = ZOO.benchlib
+    ran = []
+
+    def fake_case(case, timeout=None, one_process=False):
+        ran.append((case.shape[0], case.mode))
+        peak = case.shape[0] ** 2 / (1000 if case.mode == 'train' else 4000)
+        return benchlib.Measurement(latency_ms=case.shape[0] / 10, peak_mib=peak,
+                                    mm_gflops=100., threads=1, memory_method='fake', load1=0.)
+    monkeypatch.setattr(benchlib, 'run_case', fake_case)
+    monkeypatch.setattr(ZOO, 'complexity', lambda spec, size: (1., size ** 2 / 1e5))
+    rows = ZOO.sweep('sra@quick', [100, 200, 400], ('fwd', 'train'), memory_cap_mib=100,
+                     case_timeout=10, train_max_size=200)
+    assert ran == [(100, 'fwd'), (100, 'train'), (200, 'fwd'), (200, 'train'), (400, 'fwd')]
+    assert not any(r.error for r in rows)
+    assert rows[-1].train_ms is None and rows[-1].fwd_peak_mib == 40
+
+
 def test_quick_mode_end_to_end(tmp_path):
     """What the full run does, at tiny widths: speed sweep, training and
     testing on both demo tasks, CSVs, tables and plots."""

@@ -12,7 +12,8 @@ batch 1:
 * **cost**: parameters and GMACs at 224x224 and at each swept size
   (:func:`vattn_mm.analysis.count_complexity`);
 * **speed**: forward and training-step latency, peak memory and fraction of
-  the matmul peak at each size of ``--sizes`` (square, ascending), measured by
+  the matmul peak at each size of ``--sizes`` (square, ascending; the
+  training step up to ``--train-max-size``), measured by
   ``benchlib`` in fresh processes; a variant stops at the first size whose
   peak memory, extrapolated from the sizes before it, would pass
   ``--memory-cap-mib``, or whose run fails or passes ``--case-timeout``
@@ -57,6 +58,7 @@ QUICK_ARCH = dict(embed_dims=[32, 64, 96, 128], depths=[1, 1, 1, 1], num_heads=[
                   mlp_ratios=[2, 2, 2, 2])
 FPN_CHANNELS, QUICK_FPN_CHANNELS = 256, 32
 FULL_SIZES = (256, 512, 1024, 2048)
+FULL_TRAIN_MAX_SIZE = 1024
 QUICK_SIZES = (64, 96)
 #: task -> (config suffix, metric keys reported by the evaluator, short names)
 TASKS = {
@@ -162,10 +164,13 @@ def tokens(size: int) -> int:
     return math.ceil(size / 4) ** 2
 
 
-def predicted_peak(rows: Sequence[benchlib.Row], size: int) -> Optional[float]:
-    """Training (else forward) peak MiB at ``size`` extrapolated from the
-    last two measured sizes (power law in the tokens)."""
-    for key in ('train_peak_mib', 'fwd_peak_mib'):
+def predicted_peak(rows: Sequence[benchlib.Row], size: int,
+                   modes: Sequence[str] = benchlib.DEFAULT_MODES) -> Optional[float]:
+    """Peak MiB at ``size`` of the largest of ``modes`` (training, else
+    forward) extrapolated from the last two sizes that measured it (power law
+    in the tokens)."""
+    keys = ('train_peak_mib', 'fwd_peak_mib') if 'train' in modes else ('fwd_peak_mib', )
+    for key in keys:
         pts = [(tokens(int(r.shape.split('x')[0])), getattr(r, key)) for r in rows
                if getattr(r, key)]
         if len(pts) >= 2:
@@ -176,20 +181,24 @@ def predicted_peak(rows: Sequence[benchlib.Row], size: int) -> Optional[float]:
 
 
 def sweep(spec: str, sizes: Sequence[int], modes: Sequence[str], *, memory_cap_mib: float,
-          case_timeout: float, one_process: bool = False, **case_kwargs) -> list[benchlib.Row]:
-    """One :class:`benchlib.Row` per size of ``spec`` until the memory cap."""
+          case_timeout: float, one_process: bool = False, train_max_size: Optional[int] = None,
+          **case_kwargs) -> list[benchlib.Row]:
+    """One :class:`benchlib.Row` per size of ``spec`` until the memory cap;
+    the training step only up to ``train_max_size`` (None: every size)."""
     rows: list[benchlib.Row] = []
     for size in sizes:
         params, gmacs = complexity(spec, size)
         row = benchlib.Row(spec, f'{size}x{size}', case_kwargs.get('device', 'cpu'),
                            case_kwargs.get('dtype', 'fp32'), params, gmacs)
-        guess = predicted_peak(rows, size)
+        modes_here = [m for m in modes
+                      if m != 'train' or train_max_size is None or size <= train_max_size]
+        guess = predicted_peak(rows, size, modes_here)
         if guess is not None and guess > memory_cap_mib:
             row.error = (f'stopped: predicted peak {guess:.0f} MiB > memory cap '
                          f'{memory_cap_mib:.0f} MiB')
             rows.append(row)
             break
-        for mode in modes:
+        for mode in modes_here:
             case = benchlib.Case(spec, (size, size), mode, builder='zoo:build_zoo_target',
                                  **case_kwargs)
             try:
@@ -569,6 +578,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--ref-size', type=int,
                         help='size of the summary table and the accuracy-vs-latency plot '
                              '(default 512; quick: the smallest size)')
+    parser.add_argument('--train-max-size', type=int,
+                        help=f'largest side of the training-step cases (default '
+                             f'{FULL_TRAIN_MAX_SIZE}; quick: every size); larger sizes: forward only')
     parser.add_argument('--device', default='cpu', help='cpu, cuda or cuda:N')
     parser.add_argument('--dtype', choices=('fp32', 'bf16'), default='fp32',
                         help='bf16: autocast (refused where the device has no bf16 support)')
@@ -606,6 +618,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.sizes = args.sizes or list(QUICK_SIZES if args.quick else FULL_SIZES)
     if args.sizes != sorted(args.sizes) or min(args.sizes) < 32:
         parser.error('--sizes must be ascending sides of at least 32 pixels')
+    if args.train_max_size is None and not args.quick:
+        args.train_max_size = FULL_TRAIN_MAX_SIZE
     args.ref_size = args.ref_size or (args.sizes[0] if args.quick else 512)
     if 'speed' in args.parts and args.ref_size not in args.sizes:
         parser.error(f'--ref-size {args.ref_size} is not one of --sizes {args.sizes}')
@@ -656,6 +670,7 @@ def main(argv=None) -> int:
             print(f'[zoo] speed: {variant}', flush=True)
             rows += sweep(variant + suffix, args.sizes, benchlib.DEFAULT_MODES,
                           memory_cap_mib=args.memory_cap_mib, case_timeout=args.case_timeout,
+                          train_max_size=args.train_max_size,
                           one_process=args.quick, **case_kwargs)
             benchlib.write_csv(rows, out / 'zoo_speed.csv')
     scales = [scaling(v, rows) for v in args.variants] if rows else []
@@ -665,7 +680,8 @@ def main(argv=None) -> int:
         runs = accuracy_runs(args, _demo_data(args, out), out)
     acc = summarize_accuracy(runs)
     how = (f'{args.device}, {args.dtype}, batch 1, {rows[0].threads if rows else "-"} threads, '
-           f'sizes {args.sizes}, memory cap {args.memory_cap_mib:.0f} MiB; accuracy: seeds '
+           f'sizes {args.sizes} (training step up to {args.train_max_size or args.sizes[-1]}), '
+           f'memory cap {args.memory_cap_mib:.0f} MiB; accuracy: seeds '
            f'{args.seeds}, UperNet {args.seg_iters} / Mask R-CNN {args.det_iters} iterations, '
            f'{args.jobs} at a time'
            + (' (quick mode: tiny widths)' if args.quick else ''))
