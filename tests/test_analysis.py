@@ -111,6 +111,26 @@ def test_failed_case_names_the_case():
         run_case(Case('PVTv2:b9', (64, 64), iters=1, warmup=0))
 
 
+def test_case_workers_keep_their_processes_between_cases():
+    """Two cases in the kept timing and memory processes give what fresh
+    processes give (latency and a peak each); a failing case raises naming
+    it, ends its process, and the next case runs in a new one."""
+    with benchlib.CaseWorkers() as workers:
+        small = workers.run_case(Case('PVTv2:b0', (64, 64), iters=1, warmup=0))
+        pids = {kind: proc.pid for kind, (proc, _) in workers._procs.items()}
+        large = workers.run_case(Case('PVTv2:b0', (128, 128), 'train', iters=1, warmup=0))
+        assert {kind: proc.pid for kind, (proc, _) in workers._procs.items()} == pids
+        assert small.latency_ms > 0 and large.latency_ms > 0
+        assert 0 < small.peak_mib < large.peak_mib and large.memory_method == 'VmHWM'
+        with pytest.raises(RuntimeError, match=r'PVTv2:b9 64x64 fwd failed \(exit 1\): '
+                                               r'[^\n]*PVTv2 has no arch'):
+            workers.run_case(Case('PVTv2:b9', (64, 64), iters=1, warmup=0))
+        assert 'time' not in workers._procs
+        assert workers.run_case(Case('PVTv2:b0', (64, 64), iters=1, warmup=0),
+                                memory=False).peak_mib is None
+    assert not workers._procs
+
+
 def _row(target, shape, ms, peak, frac):
     return Row(target, shape, 'cpu', 'fp32', 25.4, 30.0, fwd_ms=ms, img_per_s=1e3 / ms,
                fwd_peak_mib=peak, fwd_frac_peak=frac)

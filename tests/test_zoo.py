@@ -62,12 +62,12 @@ def test_sweep_stops_at_the_memory_cap(monkeypatch):
     benchlib = ZOO.benchlib
     ran = []
 
-    def fake_case(case, timeout=None, one_process=False):
+    def fake_case(self, case, timeout=None, memory=True):
         ran.append(case.shape[0])
         peak = case.shape[0] ** 2 / 1000
         return benchlib.Measurement(latency_ms=case.shape[0] / 10, peak_mib=peak,
                                     mm_gflops=100., threads=1, memory_method='fake', load1=0.)
-    monkeypatch.setattr(benchlib, 'run_case', fake_case)
+    monkeypatch.setattr(benchlib.CaseWorkers, 'run_case', fake_case)
     monkeypatch.setattr(ZOO, 'complexity', lambda spec, size: (1., size ** 2 / 1e5))
     rows = ZOO.sweep('sra@quick', [100, 200, 400, 800], ('fwd', 'train'),
                      memory_cap_mib=100, case_timeout=10)
@@ -85,12 +85,12 @@ def test_sweep_trains_up_to_train_max_size(monkeypatch):
     benchlib = ZOO.benchlib
     ran = []
 
-    def fake_case(case, timeout=None, one_process=False):
+    def fake_case(self, case, timeout=None, memory=True):
         ran.append((case.shape[0], case.mode))
         peak = case.shape[0] ** 2 / (1000 if case.mode == 'train' else 4000)
         return benchlib.Measurement(latency_ms=case.shape[0] / 10, peak_mib=peak,
                                     mm_gflops=100., threads=1, memory_method='fake', load1=0.)
-    monkeypatch.setattr(benchlib, 'run_case', fake_case)
+    monkeypatch.setattr(benchlib.CaseWorkers, 'run_case', fake_case)
     monkeypatch.setattr(ZOO, 'complexity', lambda spec, size: (1., size ** 2 / 1e5))
     rows = ZOO.sweep('sra@quick', [100, 200, 400], ('fwd', 'train'), memory_cap_mib=100,
                      case_timeout=10, train_max_size=200)

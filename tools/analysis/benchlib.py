@@ -539,6 +539,103 @@ def run_case(case: Case, timeout: Optional[float] = None,
     return Measurement(**{**timed, **{k: memory[k] for k in ('peak_mib', 'memory_method')}})
 
 
+class CaseWorkers:
+    """:func:`run_case` with its interpreters kept for the next case: one
+    timing and one memory process (started on first use), each measuring
+    the cases sent to it one after another, every case with its own freshly
+    built model.  Saves an interpreter start-up (several seconds of imports)
+    per case and process where a series of cases runs, e.g. one model at
+    growing sizes.  A case that fails or passes ``timeout`` ends its process
+    (the next case starts a fresh one) and raises as :func:`run_case` does.
+    Use as a context manager; :meth:`close` ends the processes."""
+
+    _REPLY = '@@benchlib-result '
+
+    def __init__(self) -> None:
+        self._procs: dict = {}
+
+    def __enter__(self) -> 'CaseWorkers':
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for kind in list(self._procs):
+            self._stop(kind)
+
+    def _stop(self, kind: str) -> str:
+        """End the ``kind`` process; returns the tail of its stderr."""
+        proc, err = self._procs.pop(kind)
+        if proc.poll() is None:
+            proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        err.seek(0)
+        tail = err.read().decode(errors='replace').strip().splitlines()[-15:]
+        err.close()
+        return '\n'.join(tail)
+
+    def _ask(self, kind: str, case: Case, parts: Sequence[str], env: dict,
+             timeout: Optional[float]) -> dict:
+        import selectors
+        import tempfile
+        if kind not in self._procs:
+            err = tempfile.TemporaryFile()
+            proc = subprocess.Popen(
+                [sys.executable, str(Path(__file__).resolve()), '--serve'], env=env,
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True, bufsize=1)
+            self._procs[kind] = (proc, err)
+        proc = self._procs[kind][0]
+        proc.stdin.write(json.dumps(dict(case=asdict(case), parts=list(parts))) + '\n')
+        proc.stdin.flush()
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            while True:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0 or not sel.select(left):
+                    proc.kill()
+                    self._stop(kind)
+                    raise subprocess.TimeoutExpired(f'{case.target} {case.mode}', timeout)
+                line = proc.stdout.readline()
+                if not line:
+                    code = proc.wait()
+                    tail = self._stop(kind)
+                    raise RuntimeError(
+                        f'{case.target} {case.shape[0]}x{case.shape[1]} {case.mode} failed '
+                        f'(exit {code}): {tail.splitlines()[-1] if tail else "no output"}\n'
+                        + tail)
+                if line.startswith(self._REPLY):
+                    return json.loads(line[len(self._REPLY):])
+
+    def run_case(self, case: Case, timeout: Optional[float] = None,
+                 memory: bool = True) -> Measurement:
+        """:func:`run_case` (two processes on CPU) in the kept processes."""
+        if not memory:
+            return Measurement(**self._ask('time', case, ('time', ), dict(os.environ), timeout),
+                               peak_mib=None, memory_method='')
+        if case.device.startswith('cuda'):
+            return Measurement(**self._ask('time', case, ('time', 'memory'), dict(os.environ),
+                                           timeout))
+        timed = self._ask('time', case, ('time', ), dict(os.environ), timeout)
+        memory = self._ask('memory', case, ('memory', ), memory_worker_env(), timeout)
+        return Measurement(**{**timed, **{k: memory[k] for k in ('peak_mib', 'memory_method')}})
+
+
+def _serve() -> None:
+    """The :class:`CaseWorkers` process: a JSON request per stdin line, a
+    reply line per request; a failing case exits the process."""
+    for line in sys.stdin:
+        request = json.loads(line)
+        spec = dict(request['case'], shape=tuple(request['case']['shape']))
+        out = measure(Case(**spec), request['parts'])
+        print(CaseWorkers._REPLY + json.dumps(out), flush=True)
+
+
 def parse_shape(text: str) -> tuple[int, int]:
     """``'800x1344'`` or ``'512'`` -> (H, W)."""
     parts = text.lower().split('x')
@@ -828,6 +925,9 @@ def _pixels(shape: str) -> float:
 
 
 def _worker_main(argv: Sequence[str]) -> None:
+    if argv == ['--serve']:
+        _serve()
+        return
     parser = argparse.ArgumentParser(description='benchmark worker (internal)')
     parser.add_argument('--worker', required=True, help='JSON of a Case')
     parser.add_argument('--parts', nargs='+', choices=('time', 'memory'),

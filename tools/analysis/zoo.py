@@ -14,7 +14,7 @@ batch 1:
 * **speed**: forward and training-step latency, peak memory and fraction of
   the matmul peak at each size of ``--sizes`` (square, ascending; the
   training step up to ``--train-max-size``), measured by
-  ``benchlib`` in fresh processes; a variant stops at the first size whose
+  ``benchlib`` (a timing and a memory process per variant); a variant stops at the first size whose
   peak memory, extrapolated from the sizes before it, would pass
   ``--memory-cap-mib``, or whose run fails or passes ``--case-timeout``
   (recorded in the CSV's ``error`` column); the growth exponents of time and
@@ -59,6 +59,8 @@ QUICK_ARCH = dict(embed_dims=[32, 64, 96, 128], depths=[1, 1, 1, 1], num_heads=[
 FPN_CHANNELS, QUICK_FPN_CHANNELS = 256, 32
 FULL_SIZES = (256, 512, 1024, 2048)
 FULL_TRAIN_MAX_SIZE = 1024
+#: demo training iterations per run (60 runs: 15 variants x 2 tasks x 2 seeds)
+FULL_TRAIN_ITERS = 60
 QUICK_SIZES = (64, 96)
 #: task -> (config suffix, metric keys reported by the evaluator, short names)
 TASKS = {
@@ -181,10 +183,20 @@ def predicted_peak(rows: Sequence[benchlib.Row], size: int,
 
 
 def sweep(spec: str, sizes: Sequence[int], modes: Sequence[str], *, memory_cap_mib: float,
-          case_timeout: float, one_process: bool = False, train_max_size: Optional[int] = None,
+          case_timeout: float, train_max_size: Optional[int] = None,
           **case_kwargs) -> list[benchlib.Row]:
     """One :class:`benchlib.Row` per size of ``spec`` until the memory cap;
-    the training step only up to ``train_max_size`` (None: every size)."""
+    the training step only up to ``train_max_size`` (None: every size).  The
+    cases of a variant share a timing and a memory process
+    (:class:`benchlib.CaseWorkers`)."""
+    with benchlib.CaseWorkers() as workers:
+        return _sweep(workers, spec, sizes, modes, memory_cap_mib, case_timeout,
+                      train_max_size, case_kwargs)
+
+
+def _sweep(workers: benchlib.CaseWorkers, spec: str, sizes: Sequence[int],
+           modes: Sequence[str], memory_cap_mib: float, case_timeout: float,
+           train_max_size: Optional[int], case_kwargs: dict) -> list[benchlib.Row]:
     rows: list[benchlib.Row] = []
     for size in sizes:
         params, gmacs = complexity(spec, size)
@@ -202,8 +214,7 @@ def sweep(spec: str, sizes: Sequence[int], modes: Sequence[str], *, memory_cap_m
             case = benchlib.Case(spec, (size, size), mode, builder='zoo:build_zoo_target',
                                  **case_kwargs)
             try:
-                benchlib.fill_row(row, mode, benchlib.run_case(case, timeout=case_timeout,
-                                                               one_process=one_process))
+                benchlib.fill_row(row, mode, workers.run_case(case, timeout=case_timeout))
             except (RuntimeError, subprocess.TimeoutExpired) as err:
                 row.error = f'stopped: {mode} failed: {str(err).splitlines()[0]}'
                 break
@@ -569,8 +580,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Measure the attention zoo (docs/zoo.md)')
     parser.add_argument('--variants', nargs='+', help=f'default: all ({", ".join(variants())})')
     parser.add_argument('--quick', action='store_true',
-                        help='smoke run: tiny widths, sizes 64 and 96, time and memory from one '
-                             'process, 2 training iterations on a small demo set, 1 seed')
+                        help='smoke run: tiny widths, sizes 64 and 96, 2 training iterations on a '
+                             'small demo set, 1 seed')
     parser.add_argument('--parts', nargs='+', choices=('speed', 'accuracy'),
                         default=['speed', 'accuracy'])
     parser.add_argument('--sizes', nargs='+', type=int,
@@ -589,11 +600,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--case-timeout', type=float, default=600,
                         help='seconds one speed case may take before the variant stops')
     parser.add_argument('--warmup', type=int, default=1)
-    parser.add_argument('--iters', type=int, default=3, help='timed iterations per case')
+    parser.add_argument('--iters', type=int, default=2,
+                        help='timed iterations per case (after the warm-up)')
     parser.add_argument('--threads', type=int, default=None)
     parser.add_argument('--seeds', nargs='+', type=int, help='default 0 1 (quick: 0)')
-    parser.add_argument('--seg-iters', type=int, help='UperNet demo iterations (default 100)')
-    parser.add_argument('--det-iters', type=int, help='Mask R-CNN demo iterations (default 100)')
+    parser.add_argument('--seg-iters', type=int,
+                        help=f'UperNet demo iterations (default {FULL_TRAIN_ITERS})')
+    parser.add_argument('--det-iters', type=int,
+                        help=f'Mask R-CNN demo iterations (default {FULL_TRAIN_ITERS})')
     parser.add_argument('--data-root', default='data/demo',
                         help='demo data (written by tools/make_demo_data.py; made if missing)')
     parser.add_argument('--train-timeout', type=float, default=3600)
@@ -627,8 +641,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     args.jobs = args.jobs or min(2, os.cpu_count() or 1)
     if args.jobs < 1:
         parser.error('--jobs must be >= 1')
-    args.seg_iters = args.seg_iters or (2 if args.quick else 100)
-    args.det_iters = args.det_iters or (2 if args.quick else 100)
+    args.seg_iters = args.seg_iters or (2 if args.quick else FULL_TRAIN_ITERS)
+    args.det_iters = args.det_iters or (2 if args.quick else FULL_TRAIN_ITERS)
     if args.device.startswith('cuda'):
         import torch
         if not torch.cuda.is_available():
@@ -670,8 +684,7 @@ def main(argv=None) -> int:
             print(f'[zoo] speed: {variant}', flush=True)
             rows += sweep(variant + suffix, args.sizes, benchlib.DEFAULT_MODES,
                           memory_cap_mib=args.memory_cap_mib, case_timeout=args.case_timeout,
-                          train_max_size=args.train_max_size,
-                          one_process=args.quick, **case_kwargs)
+                          train_max_size=args.train_max_size, **case_kwargs)
             benchlib.write_csv(rows, out / 'zoo_speed.csv')
     scales = [scaling(v, rows) for v in args.variants] if rows else []
     write_dataclass_csv(scales, out / 'zoo_scaling.csv', Scaling)

@@ -175,7 +175,8 @@ class MultiScaleDilatedAttention(nn.Module):
                 self._forward_export(x).view(b, n, self.attn_dims)))
         out = x.new_empty(b, *hw, self.attn_dims)
         width = self.attn_dims // len(self.dilation)
-        if self.chunk_tokens is None or torch.is_grad_enabled() or n <= self.chunk_tokens:
+        if (self.chunk_tokens is None or torch.is_grad_enabled() or n <= self.chunk_tokens
+                or torch.compiler.is_compiling()):   # a capture would unroll the bands
             for g in range(len(self.dilation)):
                 self._attend_group(x, g, out[..., g * width:(g + 1) * width])
             return self.proj_drop(self.proj(out.view(b, n, self.attn_dims)))

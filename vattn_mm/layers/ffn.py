@@ -8,7 +8,7 @@ from mmcv.cnn import build_activation_layer
 from mmengine.registry import MODELS
 from torch import nn
 
-from ..utils.tracing import is_exporting
+from ..utils.tracing import is_capturing
 from .conv import DepthwiseConv2d
 from .fused import linear_act
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -38,8 +38,8 @@ class MLP(nn.Module):
 
     def forward(self, x: torch.Tensor, hw: Optional[Size] = None) -> torch.Tensor:
         chunk = self.chunk_tokens
-        # traced for export, the chunk loop would freeze the export size's token count
-        if (chunk is None or torch.is_grad_enabled() or is_exporting()
+        # a captured graph would unroll the chunk loop (and freeze the token count)
+        if (chunk is None or torch.is_grad_enabled() or is_capturing()
                 or x.shape[:-1].numel() <= chunk):
             return self._mlp(x)
         flat = x.reshape(-1, x.shape[-1])

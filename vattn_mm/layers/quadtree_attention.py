@@ -27,7 +27,7 @@ from torch import nn
 from torch.autograd import Function
 from torch.autograd.function import once_differentiable
 
-from ..utils.tracing import is_exporting
+from ..utils.tracing import is_capturing
 from .attention import attention_width
 from .builder import register_mixer
 from .conv import DepthwiseConv2d
@@ -182,7 +182,7 @@ def gathered_scores(q: torch.Tensor, k: torch.Tensor, index: torch.Tensor) -> to
     Returns:
         ``(G, P, F, K * R)`` scores, candidates ordered (block, row).
     """
-    if is_exporting():   # one gather, no chunks or in-place writes
+    if is_capturing():   # one gather, no chunks or in-place writes
         g, p, f, d = q.shape
         m, r = k.shape[1:3]
         blocks = _gather_blocks(k.reshape(g * m, r, d), _flat_index(index, m))
@@ -193,7 +193,7 @@ def gathered_scores(q: torch.Tensor, k: torch.Tensor, index: torch.Tensor) -> to
 def gathered_aggregate(attn: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Weighted sums of candidate values: ``attn`` ``(G, P, F, K * R)``,
     ``v`` ``(G, M, R, D)`` blocks, ``index`` ``(G, P, K)`` -> ``(G, P, F, D)``."""
-    if is_exporting():
+    if is_capturing():
         g, p, f, j = attn.shape
         m, r, d = v.shape[1:]
         blocks = _gather_blocks(v.reshape(g * m, r, d), _flat_index(index, m))
@@ -225,7 +225,7 @@ def _top_keys(q: torch.Tensor, k: torch.Tensor, topk: int) -> torch.Tensor:
     """Indices ``(G, N, topk)`` of each query's ``topk`` best keys by score
     (= by attention probability), computed in row chunks without autograd so
     no ``N x M`` map is kept."""
-    if is_exporting():
+    if is_capturing():
         return (q @ k.transpose(-1, -2)).topk(topk, dim=-1).indices
     g, n, _ = q.shape
     out = torch.empty(g, n, topk, dtype=torch.long, device=q.device)

@@ -20,6 +20,14 @@ def is_exporting() -> bool:
             or torch.jit.is_tracing())
 
 
+def is_capturing() -> bool:
+    """True while a forward is captured as a graph: exported (see
+    :func:`is_exporting`) or traced by ``torch.compile``. Layers then skip
+    their eager-only memory chunking, whose Python loops a capture would
+    unroll (hundreds of copies at detection sizes)."""
+    return is_exporting() or torch.compiler.is_compiling()
+
+
 @contextlib.contextmanager
 def export_paths(enabled: bool = True) -> Iterator[None]:
     """Run the export paths in eager mode too (to test them equal to the
