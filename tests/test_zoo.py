@@ -79,6 +79,22 @@ def test_sweep_stops_at_the_memory_cap(monkeypatch):
     assert fit.stopped == rows[-1].error
 
 
+def test_sweep_stops_at_the_time_cap(monkeypatch):
+    """Latency grows 4x per size step: the size whose extrapolated iteration
+    time passes the cap is not run."""
+    benchlib = ZOO.benchlib
+
+    def fake_case(self, case, timeout=None, memory=True):
+        return benchlib.Measurement(latency_ms=case.shape[0] ** 2 / 100, peak_mib=1.,
+                                    mm_gflops=100., threads=1, memory_method='fake', load1=0.)
+    monkeypatch.setattr(benchlib.CaseWorkers, 'run_case', fake_case)
+    monkeypatch.setattr(ZOO, 'complexity', lambda spec, size: (1., size ** 2 / 1e5))
+    rows = ZOO.sweep('sra@quick', [100, 200, 400, 800], ('fwd', 'train'),
+                     memory_cap_mib=100, case_timeout=10, time_cap_s=5)
+    assert [r.shape for r in rows] == ['100x100', '200x200', '400x400']
+    assert rows[-1].error == 'stopped: predicted 16 s per iteration > time cap 5 s'
+
+
 def test_sweep_trains_up_to_train_max_size(monkeypatch):
     """Above ``train_max_size`` only the forward runs, and the memory cap is
     judged on the forward peak there (the training peak would stop it)."""

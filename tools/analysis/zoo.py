@@ -14,9 +14,10 @@ batch 1:
 * **speed**: forward and training-step latency, peak memory and fraction of
   the matmul peak at each size of ``--sizes`` (square, ascending; the
   training step up to ``--train-max-size``), measured by
-  ``benchlib`` (a timing and a memory process per variant); a variant stops at the first size whose
-  peak memory, extrapolated from the sizes before it, would pass
-  ``--memory-cap-mib``, or whose run fails or passes ``--case-timeout``
+  ``benchlib`` (a timing and a memory process per variant); a variant
+  stops at the first size whose peak memory or iteration time, extrapolated
+  from the sizes before it, would pass ``--memory-cap-mib`` or
+  ``--time-cap-s``, or whose run fails or passes ``--case-timeout``
   (recorded in the CSV's ``error`` column); the growth exponents of time and
   memory in the number of tokens are least-squares slopes in log-log;
 * **accuracy**: each variant trained from scratch with the same schedule on
@@ -166,37 +167,51 @@ def tokens(size: int) -> int:
     return math.ceil(size / 4) ** 2
 
 
+def _extrapolate(rows: Sequence[benchlib.Row], size: int, key: str) -> Optional[float]:
+    """``key`` at ``size`` from the last two sizes that measured it (power
+    law in the tokens, at least linear); None before two sizes."""
+    pts = [(tokens(int(r.shape.split('x')[0])), getattr(r, key)) for r in rows
+           if getattr(r, key)]
+    if len(pts) < 2:
+        return None
+    (x0, y0), (x1, y1) = pts[-2:]
+    slope = math.log(y1 / y0) / math.log(x1 / x0) if x1 != x0 and y0 > 0 else 1.0
+    return y1 * (tokens(size) / x1) ** max(slope, 1.0)
+
+
 def predicted_peak(rows: Sequence[benchlib.Row], size: int,
                    modes: Sequence[str] = benchlib.DEFAULT_MODES) -> Optional[float]:
     """Peak MiB at ``size`` of the largest of ``modes`` (training, else
-    forward) extrapolated from the last two sizes that measured it (power law
-    in the tokens)."""
+    forward), extrapolated."""
     keys = ('train_peak_mib', 'fwd_peak_mib') if 'train' in modes else ('fwd_peak_mib', )
-    for key in keys:
-        pts = [(tokens(int(r.shape.split('x')[0])), getattr(r, key)) for r in rows
-               if getattr(r, key)]
-        if len(pts) >= 2:
-            (x0, y0), (x1, y1) = pts[-2:]
-            slope = math.log(y1 / y0) / math.log(x1 / x0) if x1 != x0 and y0 > 0 else 1.0
-            return y1 * (tokens(size) / x1) ** max(slope, 1.0)
-    return None
+    return next((p for p in (_extrapolate(rows, size, k) for k in keys) if p is not None), None)
+
+
+def predicted_latency_s(rows: Sequence[benchlib.Row], size: int,
+                        modes: Sequence[str]) -> Optional[float]:
+    """Seconds of the slowest of ``modes`` at ``size``, extrapolated."""
+    guesses = [_extrapolate(rows, size, f'{m}_ms') for m in modes]
+    guesses = [g / 1e3 for g in guesses if g is not None]
+    return max(guesses) if guesses else None
 
 
 def sweep(spec: str, sizes: Sequence[int], modes: Sequence[str], *, memory_cap_mib: float,
           case_timeout: float, train_max_size: Optional[int] = None,
-          **case_kwargs) -> list[benchlib.Row]:
-    """One :class:`benchlib.Row` per size of ``spec`` until the memory cap;
-    the training step only up to ``train_max_size`` (None: every size).  The
-    cases of a variant share a timing and a memory process
+          time_cap_s: Optional[float] = None, **case_kwargs) -> list[benchlib.Row]:
+    """One :class:`benchlib.Row` per size of ``spec`` until the memory cap
+    or, if given, the time cap (seconds per iteration, extrapolated like the
+    peak); the training step only up to ``train_max_size`` (None: every
+    size).  The cases of a variant share a timing and a memory process
     (:class:`benchlib.CaseWorkers`)."""
     with benchlib.CaseWorkers() as workers:
-        return _sweep(workers, spec, sizes, modes, memory_cap_mib, case_timeout,
+        return _sweep(workers, spec, sizes, modes, memory_cap_mib, time_cap_s, case_timeout,
                       train_max_size, case_kwargs)
 
 
 def _sweep(workers: benchlib.CaseWorkers, spec: str, sizes: Sequence[int],
-           modes: Sequence[str], memory_cap_mib: float, case_timeout: float,
-           train_max_size: Optional[int], case_kwargs: dict) -> list[benchlib.Row]:
+           modes: Sequence[str], memory_cap_mib: float, time_cap_s: Optional[float],
+           case_timeout: float, train_max_size: Optional[int],
+           case_kwargs: dict) -> list[benchlib.Row]:
     rows: list[benchlib.Row] = []
     for size in sizes:
         params, gmacs = complexity(spec, size)
@@ -208,6 +223,12 @@ def _sweep(workers: benchlib.CaseWorkers, spec: str, sizes: Sequence[int],
         if guess is not None and guess > memory_cap_mib:
             row.error = (f'stopped: predicted peak {guess:.0f} MiB > memory cap '
                          f'{memory_cap_mib:.0f} MiB')
+            rows.append(row)
+            break
+        seconds = predicted_latency_s(rows, size, modes_here)
+        if time_cap_s is not None and seconds is not None and seconds > time_cap_s:
+            row.error = (f'stopped: predicted {seconds:.0f} s per iteration > time cap '
+                         f'{time_cap_s:.0f} s')
             rows.append(row)
             break
         for mode in modes_here:
@@ -597,6 +618,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='bf16: autocast (refused where the device has no bf16 support)')
     parser.add_argument('--memory-cap-mib', type=float, default=8192,
                         help='stop a variant before a size whose peak would pass this')
+    parser.add_argument('--time-cap-s', type=float, default=60,
+                        help='stop a variant before a size whose iteration would take longer '
+                             '(extrapolated from the sizes before it)')
     parser.add_argument('--case-timeout', type=float, default=600,
                         help='seconds one speed case may take before the variant stops')
     parser.add_argument('--warmup', type=int, default=1)
@@ -684,7 +708,8 @@ def main(argv=None) -> int:
             print(f'[zoo] speed: {variant}', flush=True)
             rows += sweep(variant + suffix, args.sizes, benchlib.DEFAULT_MODES,
                           memory_cap_mib=args.memory_cap_mib, case_timeout=args.case_timeout,
-                          train_max_size=args.train_max_size, **case_kwargs)
+                          train_max_size=args.train_max_size, time_cap_s=args.time_cap_s,
+                          **case_kwargs)
             benchlib.write_csv(rows, out / 'zoo_speed.csv')
     scales = [scaling(v, rows) for v in args.variants] if rows else []
     write_dataclass_csv(scales, out / 'zoo_scaling.csv', Scaling)
@@ -694,7 +719,8 @@ def main(argv=None) -> int:
     acc = summarize_accuracy(runs)
     how = (f'{args.device}, {args.dtype}, batch 1, {rows[0].threads if rows else "-"} threads, '
            f'sizes {args.sizes} (training step up to {args.train_max_size or args.sizes[-1]}), '
-           f'memory cap {args.memory_cap_mib:.0f} MiB; accuracy: seeds '
+           f'memory cap {args.memory_cap_mib:.0f} MiB, time cap {args.time_cap_s:.0f} s; '
+           f'accuracy: seeds '
            f'{args.seeds}, UperNet {args.seg_iters} / Mask R-CNN {args.det_iters} iterations, '
            f'{args.jobs} at a time'
            + (' (quick mode: tiny widths)' if args.quick else ''))
