@@ -85,7 +85,7 @@ def test_sweep_stops_at_the_time_cap(monkeypatch):
     benchlib = ZOO.benchlib
 
     def fake_case(self, case, timeout=None, memory=True):
-        return benchlib.Measurement(latency_ms=case.shape[0] ** 2 / 100, peak_mib=1.,
+        return benchlib.Measurement(latency_ms=case.shape[0] ** 2 / 10, peak_mib=1.,
                                     mm_gflops=100., threads=1, memory_method='fake', load1=0.)
     monkeypatch.setattr(benchlib.CaseWorkers, 'run_case', fake_case)
     monkeypatch.setattr(ZOO, 'complexity', lambda spec, size: (1., size ** 2 / 1e5))
