@@ -214,21 +214,21 @@ def _sweep(workers: benchlib.CaseWorkers, spec: str, sizes: Sequence[int],
            case_kwargs: dict) -> list[benchlib.Row]:
     rows: list[benchlib.Row] = []
     for size in sizes:
-        params, gmacs = complexity(spec, size)
-        row = benchlib.Row(spec, f'{size}x{size}', case_kwargs.get('device', 'cpu'),
-                           case_kwargs.get('dtype', 'fp32'), params, gmacs)
         modes_here = [m for m in modes
                       if m != 'train' or train_max_size is None or size <= train_max_size]
         guess = predicted_peak(rows, size, modes_here)
-        if guess is not None and guess > memory_cap_mib:
-            row.error = (f'stopped: predicted peak {guess:.0f} MiB > memory cap '
-                         f'{memory_cap_mib:.0f} MiB')
-            rows.append(row)
-            break
         seconds = predicted_latency_s(rows, size, modes_here)
-        if time_cap_s is not None and seconds is not None and seconds > time_cap_s:
-            row.error = (f'stopped: predicted {seconds:.0f} s per iteration > time cap '
-                         f'{time_cap_s:.0f} s')
+        stop = ''
+        if guess is not None and guess > memory_cap_mib:
+            stop = f'stopped: predicted peak {guess:.0f} MiB > memory cap {memory_cap_mib:.0f} MiB'
+        elif time_cap_s is not None and seconds is not None and seconds > time_cap_s:
+            stop = f'stopped: predicted {seconds:.0f} s per iteration > time cap {time_cap_s:.0f} s'
+        # counted only where it runs: a count by a real forward (data-dependent
+        # mixers) costs what the case would
+        params, gmacs = (rows[-1].params_m, math.nan) if stop else complexity(spec, size)
+        row = benchlib.Row(spec, f'{size}x{size}', case_kwargs.get('device', 'cpu'),
+                           case_kwargs.get('dtype', 'fp32'), params, gmacs, error=stop)
+        if stop:
             rows.append(row)
             break
         for mode in modes_here:
