@@ -1,8 +1,9 @@
 """``torch.compile``: no graph breaks in any backbone family or token mixer
 (forward in eval and train mode, traced by ``torch._dynamo.explain``), the
 breaks the report finds name the line that causes them, an inductor-compiled
-tiny backbone equals eager in its outputs and gradients, and a demo trains
-with its backbone compiled (``CompileModulesHook``)."""
+tiny backbone equals eager in its outputs and gradients, a demo trains with
+its backbone compiled (``CompileModulesHook``) and another with mmengine's
+``compile=True``."""
 import os.path as osp
 import sys
 
