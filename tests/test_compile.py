@@ -82,6 +82,22 @@ def test_inductor_matches_eager_forward_and_gradients():
         torch.testing.assert_close(p.grad, eager_grads[key], atol=1e-4, rtol=1e-4, msg=key)
 
 
+def test_capture_skips_the_eager_chunk_loops():
+    """Under torch.compile an inference FFN runs whole (one fc1 / fc2 pair in
+    the graph, not one per chunk) and gives the chunked eager result."""
+    from vattn_mm.layers.ffn import MLP
+    from vattn_mm.utils.tracing import is_capturing
+    assert not is_capturing()
+    assert torch.compile(lambda x: x + 1 if is_capturing() else x - 1,
+                         backend='eager', fullgraph=True)(torch.zeros(1)).item() == 1
+    mlp, whole = MLP(8, 16, chunk_tokens=4).eval(), MLP(8, 16, chunk_tokens=None).eval()
+    x = torch.randn(1, 32, 8)
+    with torch.no_grad():
+        chunked_ops = torch._dynamo.explain(mlp)(x).op_count
+        assert chunked_ops == torch._dynamo.explain(whole)(x).op_count
+        torch.testing.assert_close(torch.compile(mlp, backend='eager')(x), mlp(x))
+
+
 def test_compile_hook_errors_name_the_problem():
     with pytest.raises(ValueError, match='submodule paths'):
         CompileModulesHook(modules=[])
