@@ -110,7 +110,7 @@ def test_quadtree_selection_check(tmp_path):
     assert "top-k selections, onnxruntime against PyTorch's own" in report
     for size, s in selections.items():
         assert f'{size[0]}x{size[1]}: ' in report
-        assert ('near-ties' in s.describe()) == s.pinned
+        assert ("pinned to onnxruntime's selection" in s.describe()) == s.pinned
 
 
 def shifted_selection(monkeypatch, name: str = 'selection0') -> None:
