@@ -1,8 +1,10 @@
 """ONNX export (``vattn_mm/checkpoint/onnx.py``, ``tools/deploy/export_onnx.py``):
 every family and every token mixer exported once with dynamic height and
 width and checked in onnxruntime at three sizes, one of them not a multiple
-of 32 (the padding path), to 1e-4 relative error; the export-only layer paths
-equal to the normal ones; the clear error for an operator without ONNX form."""
+of 32 (the padding path), to 1e-4 relative error; QuadTree's top-k selection
+checked by pinning PyTorch to onnxruntime's selection (near-ties only); the
+export-only layer paths equal to the normal ones; the clear error for an
+operator without ONNX form."""
 from __future__ import annotations
 
 import subprocess
@@ -16,7 +18,8 @@ from torch import nn
 from vattn_mm.backbones import TokenPyramid
 from vattn_mm.checkpoint.onnx import (OnnxExportError, OnnxModel, check_onnx, export_onnx,
                                       format_checks)
-from vattn_mm.layers import MIXERS
+from vattn_mm.layers import MIXERS, coarse_to_fine_attention
+from vattn_mm.layers.selection import pin_selections, record_selections, selecting
 from vattn_mm.utils import export_paths, is_exporting
 
 from .backbone_cases import CASES, build_micro
@@ -29,22 +32,13 @@ EXPORT_SIZE = (64, 64)
 #: the export size, another aspect ratio, and sides that are not multiples of 32
 CHECK_SIZES = ((64, 64), (96, 128), (77, 61))
 RTOL = 1e-4
-#: QuadTree top-k large enough to keep every candidate: at padded sizes the
-#: zero-padded tokens tie in score and onnxruntime breaks such ties unlike
-#: PyTorch (see docs/deployment.md); the selection itself is checked at sizes
-#: without padding (test_quadtree_topk_selection)
-ALL_CANDIDATES = [4096] * 4
+#: QuadTree top-2 at every level: a real selection even at 64x64
+TOP2 = [2, 2, 2, 2]
 TINY = dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
             depths=[1, 1, 1, 1])
 
 
-def family_micro(name: str) -> nn.Module:
-    return build_micro(name, **({'topks': ALL_CANDIDATES} if name == 'QuadTree' else {}))
-
-
 def mixer_pyramid(mixer: str, **mixer_args) -> TokenPyramid:
-    if mixer == 'QuadtreeAttention':
-        mixer_args.setdefault('topks', ALL_CANDIDATES)
     model = TokenPyramid(TINY, mixer=dict(type=mixer, **mixer_args), drop_path_rate=0.)
     model.init_weights()
     return model
@@ -52,7 +46,7 @@ def mixer_pyramid(mixer: str, **mixer_args) -> TokenPyramid:
 
 def assert_exports(model: nn.Module, path: Path, sizes=CHECK_SIZES) -> list:
     names = export_onnx(model, path, EXPORT_SIZE)
-    checks = check_onnx(model, path, sizes, rtol=RTOL)
+    checks = check_onnx(model, path, sizes, rtol=RTOL, export_size=EXPORT_SIZE)
     assert len(checks) == len(sizes) * len(names)
     assert all(c.ok for c in checks), format_checks(checks)
     return checks
@@ -60,7 +54,8 @@ def assert_exports(model: nn.Module, path: Path, sizes=CHECK_SIZES) -> list:
 
 @pytest.mark.parametrize('family', sorted(CASES))
 def test_family_exports_and_matches(family, tmp_path):
-    assert_exports(family_micro(family), tmp_path / f'{family}.onnx')
+    checks = assert_exports(build_micro(family), tmp_path / f'{family}.onnx')
+    assert all((c.selection is not None) == (family == 'QuadTree') for c in checks)
 
 
 #: every registered mixer at its defaults, PVTv2's linear SRA (pooled), and an
@@ -97,11 +92,102 @@ def test_chunked_loops_do_not_freeze_the_export_size(tmp_path):
     assert_exports(model, tmp_path / 'chunked.onnx', sizes=((64, 64), (96, 128)))
 
 
-def test_quadtree_topk_selection(tmp_path):
-    """Top-2 of 4+ candidates at every level: TopK / GatherElements in the
-    graph select as PyTorch does where no padding creates ties."""
-    model = mixer_pyramid('QuadtreeAttention', topks=[2, 2, 2, 2])
-    assert_exports(model, tmp_path / 'qt.onnx', sizes=((64, 64), (96, 128), (128, 64)))
+def test_quadtree_selection_check(tmp_path):
+    """QuadTree with a real top-2 selection at every level, checked at the
+    three sizes (77x61: zero padding, exact ties): where onnxruntime selects
+    other keys than PyTorch, PyTorch pinned to its selection agrees to 1e-4
+    and every differing selection is a near-tie; the plain comparison is
+    reported where the selections are identical."""
+    checks = assert_exports(build_micro('QuadTree', topks=TOP2), tmp_path / 'qt.onnx')
+    selections = {c.size: c.selection for c in checks}
+    assert set(selections) == set(CHECK_SIZES)
+    for s in selections.values():
+        assert s.ok and s.rows > 0 and s.calls == 6 and s.max_gap <= 1e-5, s.describe()
+        if not s.pinned:   # identical selections: the plain errors
+            assert s.max_gap == 0 and s.differing == 0
+            assert max(c.rel_error for c in checks if c.size == s.size) == s.unpinned_error
+    report = format_checks(checks)
+    assert "top-k selections, onnxruntime against PyTorch's own" in report
+    for size, s in selections.items():
+        assert f'{size[0]}x{size[1]}: ' in report
+        assert ("pinned to onnxruntime's selection" in s.describe()) == s.pinned
+
+
+def shifted_selection(monkeypatch, name: str = 'selection0') -> None:
+    """onnxruntime's ``name`` selection replaced by the next key (a wrong,
+    not a near-tie, selection: what a broken index computation would give)."""
+    call = OnnxModel.__call__
+
+    def wrong(self, x):
+        out = call(self, x)
+        if name in self.output_names:
+            i = self.output_names.index(name)
+            out[i] = (out[i] + 1) % out[i].shape[1]   # coarsest level: N queries = N keys
+        return out
+
+    monkeypatch.setattr(OnnxModel, '__call__', wrong)
+
+
+def test_selection_check_fails_on_a_wrong_selection(tmp_path, monkeypatch):
+    model = build_micro('QuadTree', topks=TOP2)
+    export_onnx(model, tmp_path / 'qt.onnx', EXPORT_SIZE)
+    shifted_selection(monkeypatch)
+    checks = check_onnx(model, tmp_path / 'qt.onnx', CHECK_SIZES[:1], export_size=EXPORT_SIZE)
+    selection = checks[0].selection
+    assert not any(c.ok for c in checks) and selection.pinned and not selection.ok
+    assert selection.differing > 0 and selection.max_gap > 1e-2
+    assert 'not near-ties of the best ones' in format_checks(checks)
+
+
+def test_selection_check_fails_on_wrong_outputs(tmp_path, monkeypatch):
+    """The pinned comparison still sees an error in the graph's arithmetic."""
+    model = build_micro('QuadTree', topks=TOP2)
+    export_onnx(model, tmp_path / 'qt.onnx', EXPORT_SIZE)
+    call = OnnxModel.__call__
+    monkeypatch.setattr(OnnxModel, '__call__', lambda self, x: [
+        t * 1.001 if name == 'output1' else t
+        for name, t in zip(self.output_names, call(self, x))])
+    checks = check_onnx(model, tmp_path / 'qt.onnx', CHECK_SIZES, export_size=EXPORT_SIZE)
+    assert [c.ok for c in checks if c.output == 'output1'] == [False] * 3
+    assert all(c.ok for c in checks if c.output != 'output1')
+    assert all(c.selection.ok for c in checks)
+
+
+@pytest.mark.parametrize('attn_type', ['A', 'B'])
+def test_pinning_own_selection_reproduces_pytorch(attn_type):
+    """Pinned to its own recorded selection, QuadTree attention gives
+    exactly its outputs; one far-from-tie key in one row is reported as such."""
+    torch.manual_seed(0)
+    sizes = [(2, 3), (4, 6), (8, 12)]
+    q, k, v = ([torch.randn(2, h * w, 8) for h, w in sizes] for _ in range(3))
+    with torch.no_grad():
+        with record_selections() as record:
+            expected = coarse_to_fine_attention(q, k, v, sizes, [3, 3, 3], attn_type)
+        assert selecting() is False and len(record.indices) == 2
+        with pin_selections(record.indices) as pinned:
+            got = coarse_to_fine_attention(q, k, v, sizes, [3, 3, 3], attn_type)
+        for e, g in zip(expected, got):
+            assert torch.equal(e, g)
+        assert [(c.differing, c.max_gap) for c in pinned.checks] == [(0, 0.), (0, 0.)]
+        # the coarsest level's row 0 keeps its worst key instead of its 3rd best
+        scores = q[0] @ k[0].transpose(-1, -2)
+        wrong = [t.clone() for t in record.indices]
+        wrong[0][0, 0, -1] = scores[0, 0].argmin()
+        with pin_selections(wrong) as pinned:
+            coarse_to_fine_attention(q, k, v, sizes, [3, 3, 3], attn_type)
+    first = pinned.checks[0]
+    assert first.differing == 1 and first.rows == 2 * 6
+    if attn_type == 'B':   # type A selects on softmax probabilities: another scale
+        kth = scores[0, 0].topk(3).values[-1]
+        assert first.max_gap == pytest.approx(
+            ((kth - scores[0, 0].min()) / scores[0, 0].abs().max()).item(), rel=1e-5)
+    assert first.max_gap > 1e-2
+    with pytest.raises(ValueError, match='pinned indices of shape'):
+        with pin_selections([t[:, :1] for t in record.indices]):
+            coarse_to_fine_attention(q, k, v, sizes, [3, 3, 3], attn_type)
+    with pytest.raises(ValueError, match='2 pinned selections given, the model made 1'):
+        with pin_selections(record.indices):
+            coarse_to_fine_attention(q[:2], k[:2], v[:2], sizes[:2], [3, 3], attn_type)
 
 
 @pytest.mark.parametrize('family', sorted(CASES))

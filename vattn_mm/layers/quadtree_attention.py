@@ -32,6 +32,7 @@ from .attention import attention_width
 from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .selection import selecting, top_k
 
 #: largest number of gathered elements (rows x candidates x head_dim) held
 #: at once by the sparse ops; bounds their transient memory (4 MiB in fp32,
@@ -224,9 +225,10 @@ def _clamp_topk(k: int, available: int, level: int) -> int:
 def _top_keys(q: torch.Tensor, k: torch.Tensor, topk: int) -> torch.Tensor:
     """Indices ``(G, N, topk)`` of each query's ``topk`` best keys by score
     (= by attention probability), computed in row chunks without autograd so
-    no ``N x M`` map is kept."""
-    if is_capturing():
-        return (q @ k.transpose(-1, -2)).topk(topk, dim=-1).indices
+    no ``N x M`` map is kept (whole, while captured as a graph or while
+    recording / pinning the selections: :mod:`~vattn_mm.layers.selection`)."""
+    if is_capturing() or selecting():
+        return top_k(q @ k.transpose(-1, -2), topk)[1]
     g, n, _ = q.shape
     out = torch.empty(g, n, topk, dtype=torch.long, device=q.device)
     with torch.no_grad():
@@ -270,7 +272,7 @@ def coarse_to_fine_attention(queries: Sequence[torch.Tensor], keys: Sequence[tor
     selected = parent_scores = None
     if type_a:
         attn = torch.softmax((q @ k.transpose(-1, -2)) * scale, dim=-1)
-        parent_scores, selected = attn.topk(_clamp_topk(topks[0], k.shape[1], 0), dim=-1)
+        parent_scores, selected = top_k(attn, _clamp_topk(topks[0], k.shape[1], 0))
         messages.append(attn.scatter(-1, selected, 0.) @ v)
     else:
         messages.append(F.scaled_dot_product_attention(q, k, v))
@@ -290,9 +292,9 @@ def coarse_to_fine_attention(queries: Sequence[torch.Tensor], keys: Sequence[tor
             attn = torch.softmax(scores, dim=-1)
         parents = selected
         if not final:
-            top_k = _clamp_topk(topks[level], attn.shape[-1], level)
+            keep = _clamp_topk(topks[level], attn.shape[-1], level)
             # type B needs only the positions: no autograd record for them
-            top_scores, top_pos = (attn if type_a else attn.detach()).topk(top_k, dim=-1)
+            top_scores, top_pos = top_k(attn if type_a else attn.detach(), keep)
             top_parents = parents.unsqueeze(2).expand(-1, -1, 4, -1).gather(-1, top_pos // 4)
             top_keys = child_index(top_parents, top_pos % 4, sizes[level - 1][1])
             selected = ungroup_children(top_keys, hw)                  # (G, N, k)
