@@ -5,7 +5,8 @@ benchmark scripts of this folder (they import it as a sibling module).
 
 Every case (target, input size, mode) runs in a fresh interpreter
 (``python tools/analysis/benchlib.py --worker JSON``) so that peaks do not
-mix:
+mix (:class:`CaseWorkers` keeps its two interpreters for a series of cases,
+each with its own model):
 
 * the model is built, the input created and ``warmup`` iterations run;
 * ``torch.mm`` of two 2048x2048 matrices of the run's dtype gives the
