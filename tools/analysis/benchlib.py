@@ -528,16 +528,24 @@ def run_case(case: Case, timeout: Optional[float] = None,
     process (half the start-ups; the time then includes the page faults of
     unmapped blocks: for smoke runs, not for reports).  ``memory=False``:
     time only (no peak)."""
-    if not memory:
-        return Measurement(**_run_worker(case, ('time', ), dict(os.environ), timeout),
-                           peak_mib=None, memory_method='')
-    if case.device.startswith('cuda'):
-        return Measurement(**_run_worker(case, ('time', 'memory'), dict(os.environ), timeout))
-    if one_process:
+    if one_process and memory and not case.device.startswith('cuda'):
         return Measurement(**_run_worker(case, ('time', 'memory'), memory_worker_env(), timeout))
-    timed = _run_worker(case, ('time', ), dict(os.environ), timeout)
-    memory = _run_worker(case, ('memory', ), memory_worker_env(), timeout)
-    return Measurement(**{**timed, **{k: memory[k] for k in ('peak_mib', 'memory_method')}})
+    return _measurement(case, memory,
+                        lambda parts, env: _run_worker(case, parts, env, timeout))
+
+
+def _measurement(case: Case, memory: bool,
+                 ask: Callable[[tuple, dict], dict]) -> Measurement:
+    """The processes a case needs, each asked by ``ask(parts, env)``: time
+    only; time and CUDA memory in one; CPU time, then CPU memory in a
+    :data:`MMAP_MALLOC_ENV` process."""
+    if not memory:
+        return Measurement(**ask(('time', ), dict(os.environ)), peak_mib=None, memory_method='')
+    if case.device.startswith('cuda'):
+        return Measurement(**ask(('time', 'memory'), dict(os.environ)))
+    timed = ask(('time', ), dict(os.environ))
+    peak = ask(('memory', ), memory_worker_env())
+    return Measurement(**{**timed, **{k: peak[k] for k in ('peak_mib', 'memory_method')}})
 
 
 class CaseWorkers:
@@ -616,15 +624,8 @@ class CaseWorkers:
     def run_case(self, case: Case, timeout: Optional[float] = None,
                  memory: bool = True) -> Measurement:
         """:func:`run_case` (two processes on CPU) in the kept processes."""
-        if not memory:
-            return Measurement(**self._ask('time', case, ('time', ), dict(os.environ), timeout),
-                               peak_mib=None, memory_method='')
-        if case.device.startswith('cuda'):
-            return Measurement(**self._ask('time', case, ('time', 'memory'), dict(os.environ),
-                                           timeout))
-        timed = self._ask('time', case, ('time', ), dict(os.environ), timeout)
-        memory = self._ask('memory', case, ('memory', ), memory_worker_env(), timeout)
-        return Measurement(**{**timed, **{k: memory[k] for k in ('peak_mib', 'memory_method')}})
+        return _measurement(case, memory, lambda parts, env: self._ask(
+            'memory' if parts == ('memory', ) else 'time', case, parts, env, timeout))
 
 
 def _serve() -> None:

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..utils.tracing import is_exporting
+from ..utils.tracing import is_capturing, is_exporting
 from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
 from .patch_embed import Size
@@ -176,7 +176,7 @@ class MultiScaleDilatedAttention(nn.Module):
         out = x.new_empty(b, *hw, self.attn_dims)
         width = self.attn_dims // len(self.dilation)
         if (self.chunk_tokens is None or torch.is_grad_enabled() or n <= self.chunk_tokens
-                or torch.compiler.is_compiling()):   # a capture would unroll the bands
+                or is_capturing()):   # a captured graph would unroll the bands
             for g in range(len(self.dilation)):
                 self._attend_group(x, g, out[..., g * width:(g + 1) * width])
             return self.proj_drop(self.proj(out.view(b, n, self.attn_dims)))
