@@ -54,6 +54,7 @@ is taken as 3x the forward MACs (backward = 2x forward).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -123,6 +124,9 @@ class Measurement:
     #: ``fwd`` of a case other than eager fp32: largest |output - eager fp32
     #: output| over the largest |eager fp32 output|
     max_dev: Optional[float] = None
+    #: eager ``fwd``: peak of each of the target's ``parts`` during its own
+    #: forward, inside the measured iteration (MiB)
+    part_peaks_mib: Optional[dict] = None
 
 
 @dataclass
@@ -139,6 +143,9 @@ class Row:
     fwd_ms: Optional[float] = None
     img_per_s: Optional[float] = None
     fwd_peak_mib: Optional[float] = None
+    #: largest forward peak of one of the target's token mixers (its ``mixer``
+    #: part), where it names them
+    fwd_mixer_peak_mib: Optional[float] = None
     fwd_frac_peak: Optional[float] = None
     train_ms: Optional[float] = None
     train_peak_mib: Optional[float] = None
@@ -382,6 +389,8 @@ class Steps:
     forward: Callable[[Any], Any]
     images: Any
     autocast: Callable[[], Any]
+    #: the target's parts whose forward peaks are measured (eager only)
+    parts: dict
 
     def deviation(self) -> float:
         """Largest |output - eager fp32 output| over the largest |eager fp32
@@ -428,7 +437,8 @@ def _step_fn(case: Case) -> Steps:
                 outs = _flat_tensors(target.forward(images))
             loss = sum(t.float().sum() for t in outs if t.requires_grad)
             loss.backward()
-    return Steps(model, step, eager.forward, target.forward, images, autocast)
+    parts = getattr(eager, 'parts', {}) if target is eager else {}
+    return Steps(model, step, eager.forward, target.forward, images, autocast, parts)
 
 
 def _target_builder(builder: str) -> Callable[..., Any]:
@@ -498,10 +508,41 @@ def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
     if 'memory' in parts:
         plain = None                # the plain twin's weights and gradients go first
         model.zero_grad(set_to_none=True)  # the step's gradients count in its peak
-        with PeakMemory(case.device) as peak:
+        parts = steps.parts if case.mode == 'fwd' else {}
+        with _part_peaks(parts, case.device) as part_peaks, PeakMemory(case.device) as peak:
             step()
         out.update(peak_mib=peak.bytes / 2**20, memory_method=peak.method)
+        if part_peaks:
+            out['part_peaks_mib'] = part_peaks
     return out
+
+
+@contextlib.contextmanager
+def _part_peaks(parts: dict, device: str):
+    """Fill the yielded dict with, per name of ``parts`` (name -> modules),
+    the largest peak (MiB) of one of its modules' forwards above the memory
+    in use when that forward starts.  The enclosing measurement stays right:
+    a forward's start lowers the high-water mark only to the memory in use
+    then."""
+    peaks: dict[str, float] = {}
+    handles = []
+    for name, modules in parts.items():
+        for module in modules:
+            meter = PeakMemory(device)
+
+            def enter(module, args, meter=meter):
+                meter.__enter__()
+
+            def leave(module, args, output, name=name, meter=meter):
+                meter.__exit__(None, None, None)
+                peaks[name] = max(peaks.get(name, 0.), meter.bytes / 2**20)
+            handles += [module.register_forward_pre_hook(enter),
+                        module.register_forward_hook(leave)]
+    try:
+        yield peaks
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 # --------------------------------------------------------------- driver side
@@ -545,7 +586,8 @@ def _measurement(case: Case, memory: bool,
         return Measurement(**ask(('time', 'memory'), dict(os.environ)))
     timed = ask(('time', ), dict(os.environ))
     peak = ask(('memory', ), memory_worker_env())
-    return Measurement(**{**timed, **{k: peak[k] for k in ('peak_mib', 'memory_method')}})
+    return Measurement(**{**timed, **{k: peak[k] for k in ('peak_mib', 'memory_method',
+                                                            'part_peaks_mib') if k in peak}})
 
 
 class CaseWorkers:
@@ -708,6 +750,7 @@ def fill_row(row: Row, mode: str, m: Measurement) -> None:
     if mode == 'fwd':
         row.fwd_ms, row.fwd_peak_mib, row.fwd_frac_peak = m.latency_ms, m.peak_mib, frac
         row.img_per_s = 1e3 / m.latency_ms
+        row.fwd_mixer_peak_mib = (m.part_peaks_mib or {}).get('mixer')
         row.fwd_compile_s, row.max_dev = m.compile_s, m.max_dev
     elif mode == 'train':
         row.train_ms, row.train_peak_mib, row.train_frac_peak = m.latency_ms, m.peak_mib, frac
@@ -723,8 +766,8 @@ def fill_row(row: Row, mode: str, m: Measurement) -> None:
 # ---------------------------------------------------------------- reporting
 _COLUMNS = [f.name for f in fields(Row)]
 #: the per-mode measurements of a row
-_MEASURED = ('fwd_ms', 'img_per_s', 'fwd_peak_mib', 'fwd_frac_peak', 'train_ms',
-             'train_peak_mib', 'train_frac_peak', 'train_cp_ms', 'train_cp_peak_mib',
+_MEASURED = ('fwd_ms', 'img_per_s', 'fwd_peak_mib', 'fwd_mixer_peak_mib', 'fwd_frac_peak',
+             'train_ms', 'train_peak_mib', 'train_frac_peak', 'train_cp_ms', 'train_cp_peak_mib',
              'cp_time_ratio', 'fwd_compile_s', 'train_compile_s', 'max_dev')
 _MD = [('target', 'model', '{}'), ('shape', 'input', '{}'),
        ('runtime', 'runtime', '{}'), ('dtype', 'dtype', '{}'),
@@ -734,6 +777,7 @@ _MD = [('target', 'model', '{}'), ('shape', 'input', '{}'),
        ('max_dev', 'max dev vs fp32 eager', '{:.1e}'),
        ('fwd_compile_s', 'fwd compile (s)', '{:.1f}'),
        ('fwd_peak_mib', 'fwd peak (MiB)', '{:.0f}'),
+       ('fwd_mixer_peak_mib', 'mixer fwd peak (MiB)', '{:.0f}'),
        ('fwd_frac_peak', 'fwd % of matmul peak', '{:.0%}'),
        ('train_ms', 'train step (ms)', '{:.0f}'), ('train_peak_mib', 'train peak (MiB)', '{:.0f}'),
        ('train_frac_peak', 'train % of matmul peak', '{:.0%}'),

@@ -11,7 +11,9 @@ batch 1:
 
 * **cost**: parameters and GMACs at 224x224 and at each swept size
   (:func:`vattn_mm.analysis.count_complexity`);
-* **speed**: forward and training-step latency, peak memory and fraction of
+* **speed**: forward and training-step latency, peak memory (also the
+  largest peak of one token mixer's forward: the stride-4 ConvFFN sets the
+  whole model's forward peak, the same in every variant) and fraction of
   the matmul peak at each size of ``--sizes`` (square, ascending; the
   training step up to ``--train-max-size``), measured by
   ``benchlib`` (a timing and a memory process per variant); a variant
@@ -107,6 +109,7 @@ def build_zoo_target(spec: str, *, with_cp: bool = False, device: Any = 'cpu'):
 
     from vattn_mm.analysis import Target
     from vattn_mm.backbones import TokenPyramid
+    from vattn_mm.layers import TokenBlock
     cfg = backbone_config(spec)
     kind = cfg.pop('type')
     if kind != 'TokenPyramid':
@@ -118,7 +121,9 @@ def build_zoo_target(spec: str, *, with_cp: bool = False, device: Any = 'cpu'):
         backbone.init_weights()
         neck = FPN(backbone.out_channels, QUICK_FPN_CHANNELS if quick else FPN_CHANNELS, 5)
         model = nn.ModuleDict(dict(backbone=backbone, neck=neck))
-    return Target(spec, model, lambda images: neck(backbone(images)))
+    return Target(spec, model, lambda images: neck(backbone(images)),
+                  parts=dict(mixer=[b.attn for b in backbone.modules()
+                                    if isinstance(b, TokenBlock) and b.has_mixer]))
 
 
 def complexity(spec: str, size: int, part: str = '') -> tuple[float, float]:
@@ -258,6 +263,8 @@ class Scaling:
     train_time: Optional[float]
     fwd_memory: Optional[float]
     train_memory: Optional[float]
+    #: largest forward peak of one token mixer
+    mixer_fwd_memory: Optional[float] = None
     stopped: str = ''
 
 
@@ -270,7 +277,7 @@ def scaling(variant: str, rows: Sequence[benchlib.Row]) -> Scaling:
                                 for r in measured])
     return Scaling(variant, ' '.join(r.shape.split('x')[0] for r in measured),
                    fit('fwd_ms'), fit('train_ms'), fit('fwd_peak_mib'), fit('train_peak_mib'),
-                   next((r.error for r in mine if r.error), ''))
+                   fit('fwd_mixer_peak_mib'), next((r.error for r in mine if r.error), ''))
 
 
 # --------------------------------------------------------------- accuracy
@@ -437,25 +444,29 @@ def _speed_tables(rows: Sequence[benchlib.Row], scales: Sequence[Scaling],
     by = {(r.target.partition('@')[0], _side(r)): r for r in rows}
     lines = [f'Backbone + FPN at {ref_size}x{ref_size}, batch 1:', '',
              '| variant | params (M) | GMACs | fwd (ms) | train step (ms) | fwd peak (MiB) '
-             '| train peak (MiB) | fwd % of matmul peak | train % of matmul peak |',
-             '|---|---|---|---|---|---|---|---|---|']
+             '| mixer fwd peak (MiB) | train peak (MiB) | fwd % of matmul peak '
+             '| train % of matmul peak |',
+             '|---|---|---|---|---|---|---|---|---|---|']
     for s in scales:
         r = by.get((s.variant, ref_size))
         if r is not None:
             lines.append(f'| {s.variant} | {r.params_m:.1f} | {r.gmacs:.2f} | '
                          f'{_fmt(r.fwd_ms, ".0f")} | {_fmt(r.train_ms, ".0f")} | '
-                         f'{_fmt(r.fwd_peak_mib, ".0f")} | {_fmt(r.train_peak_mib, ".0f")} | '
+                         f'{_fmt(r.fwd_peak_mib, ".0f")} | '
+                         f'{_fmt(r.fwd_mixer_peak_mib, ".0f")} | '
+                         f'{_fmt(r.train_peak_mib, ".0f")} | '
                          f'{_fmt(r.fwd_frac_peak, ".0%")} | {_fmt(r.train_frac_peak, ".0%")} |')
     sizes = sorted({_side(r) for r in rows})
     lines += ['', 'Forward latency (ms) by input side; growth exponents of time and peak memory '
               'in the number of tokens (least squares, log-log; 1 = linear, 2 = quadratic):', '',
               '| variant | ' + ' | '.join(map(str, sizes)) + ' | fwd time exp. | train time '
-              'exp. | fwd memory exp. | train memory exp. | stopped |',
-              '|---|' + '---|' * (len(sizes) + 5)]
+              'exp. | fwd memory exp. | mixer fwd memory exp. | train memory exp. | stopped |',
+              '|---|' + '---|' * (len(sizes) + 6)]
     for s in scales:
         cells = [_fmt(by[s.variant, z].fwd_ms, '.0f') if (s.variant, z) in by else '-'
                  for z in sizes]
-        exps = [_fmt(v, '.2f') for v in (s.fwd_time, s.train_time, s.fwd_memory, s.train_memory)]
+        exps = [_fmt(v, '.2f') for v in (s.fwd_time, s.train_time, s.fwd_memory,
+                                         s.mixer_fwd_memory, s.train_memory)]
         lines.append(f'| {s.variant} | ' + ' | '.join(cells + exps)
                      + f' | {s.stopped.replace("|", "/") or "-"} |')
     return lines
@@ -523,12 +534,12 @@ def plot(rows: Sequence[benchlib.Row], acc: dict, ref_size: int, out: Path) -> l
     import matplotlib.pyplot as plt
     names = list(dict.fromkeys(r.target.partition('@')[0] for r in rows))
     paths = []
-    for key_fwd, key_train, label, stem in (
-            ('fwd_ms', 'train_ms', 'latency (ms)', 'zoo_latency'),
-            ('fwd_peak_mib', 'train_peak_mib', 'peak memory (MiB)', 'zoo_memory')):
-        fig, axes = plt.subplots(1, 2, figsize=(13, 4.8))
-        for ax, key, title in ((axes[0], key_fwd, 'forward'),
-                               (axes[1], key_train, 'training step')):
+    for panels, label, stem in (
+            ((('fwd_ms', 'forward'), ('train_ms', 'training step')), 'latency (ms)', 'zoo_latency'),
+            ((('fwd_peak_mib', 'forward'), ('fwd_mixer_peak_mib', 'one token mixer, forward'),
+              ('train_peak_mib', 'training step')), 'peak memory (MiB)', 'zoo_memory')):
+        fig, axes = plt.subplots(1, len(panels), figsize=(6.5 * len(panels), 4.8))
+        for ax, (key, title) in zip(axes, panels):
             for n in names:
                 pts = [(int(r.shape.split('x')[0]), getattr(r, key)) for r in rows
                        if r.target.partition('@')[0] == n and getattr(r, key)]

@@ -3,7 +3,7 @@ whole mmdet / mmseg / mmpretrain model from a config file."""
 from __future__ import annotations
 
 import os.path as osp
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 import torch
@@ -20,11 +20,14 @@ from .complexity import Complexity, count_complexity
 
 @dataclass
 class Target:
-    """A model and how to run it on a batch of images ``(B, 3, H, W)``."""
+    """A model and how to run it on a batch of images ``(B, 3, H, W)``;
+    ``parts``: named groups of submodules whose own forward peak memory is
+    reported too (the largest over a group's modules, e.g. the token mixers)."""
 
     name: str
     model: nn.Module
     forward: Callable[[torch.Tensor], Any]
+    parts: dict[str, list[nn.Module]] = field(default_factory=dict)
 
 
 class ImageNetClassifier(nn.Module):
