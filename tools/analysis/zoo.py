@@ -100,9 +100,11 @@ def backbone_config(spec: str) -> dict:
     return cfg
 
 
-def build_zoo_target(spec: str, *, with_cp: bool = False, device: Any = 'cpu'):
+def build_zoo_target(spec: str, *, with_cp: bool = False, device: Any = 'cpu',
+                     init: bool = True):
     """Backbone + FPN neck of a zoo variant as a :class:`vattn_mm.analysis.Target`
-    (the ``benchlib`` builder of the speed cases)."""
+    (the ``benchlib`` builder of the speed cases); ``init=False``: without the
+    backbone's weight initialisation (for counting on fake tensors)."""
     import torch
     from mmdet.models.necks import FPN
     from torch import nn
@@ -118,7 +120,8 @@ def build_zoo_target(spec: str, *, with_cp: bool = False, device: Any = 'cpu'):
     quick = _split(spec)[1]
     with torch.device(device):
         backbone = TokenPyramid(**cfg, with_cp=with_cp)
-        backbone.init_weights()
+        if init:
+            backbone.init_weights()
         neck = FPN(backbone.out_channels, QUICK_FPN_CHANNELS if quick else FPN_CHANNELS, 5)
         model = nn.ModuleDict(dict(backbone=backbone, neck=neck))
     return Target(spec, model, lambda images: neck(backbone(images)),
@@ -136,7 +139,7 @@ def complexity(spec: str, size: int, part: str = '') -> tuple[float, float]:
     from vattn_mm.analysis import count_params, model_complexity
 
     def count() -> tuple[float, float]:
-        target = build_zoo_target(spec)
+        target = build_zoo_target(spec, init=False)
         cx = model_complexity(target, (size, size))
         if not part:
             return cx.params / 1e6, cx.macs / 1e9
