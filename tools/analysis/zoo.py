@@ -548,8 +548,10 @@ def headlines(rows: Sequence[benchlib.Row], scales: Sequence[Scaling], acc: dict
                 f'{best.target.partition("@")[0]} ({best.fwd_ms:.0f} ms)')
     fitted = [s for s in scales if s.fwd_time is not None]
     if fitted:
-        best = min(fitted, key=lambda s: s.fwd_time)
+        best = min(fitted, key=lambda s: abs(s.fwd_time - 1))
         out['closest to linear (forward time)'] = f'{best.variant} (exponent {best.fwd_time:.2f})'
+        linear = [s.variant for s in fitted if s.fwd_time <= 1.05]
+        out['forward time exponent <= 1.05'] = ', '.join(linear) or '-'
     for (_, keys) in TASKS.values():
         name = next(iter(keys.values()))
         per_ms = {v: acc[v, name][0] / r.fwd_ms for (v, m) in acc if m == name
