@@ -349,6 +349,41 @@ def test_peak_memory_sees_a_transient_buffer():
         assert 60 * 2**20 < peak['bytes'] < 80 * 2**20, peak
 
 
+PARTS_PROBE = """
+import json, torch
+from torch import nn
+from benchlib import peaks_of
+
+class Transient(nn.Module):
+    def __init__(self, mib):
+        super().__init__()
+        self.mib = mib
+    def forward(self, x):
+        buf = torch.ones(self.mib * 2**18)       # touched, freed before returning
+        return x + buf[:1]
+
+big, small = Transient(96), Transient(16)
+model = nn.Sequential(Transient(8), big, Transient(8), small)   # the big one in the middle
+peak, parts = peaks_of(lambda: model(torch.zeros(1)), 'cpu', dict(mixer=[big, small]))
+print(json.dumps(dict(total=peak.bytes / 2**20, mixer=parts['mixer'], method=peak.method)))
+"""
+
+
+def test_part_peaks_keep_the_whole_peak():
+    """A part's own peak is measured by resetting the high-water mark at its
+    start; the enclosing peak still sees an earlier part's transient."""
+    import subprocess
+
+    env = benchlib.memory_worker_env()
+    env['PYTHONPATH'] = os.pathsep.join([str(TOOLS), env['PYTHONPATH']])
+    res = subprocess.run([sys.executable, '-c', PARTS_PROBE], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    peak = json.loads(res.stdout.strip().splitlines()[-1])
+    if peak['method'] == 'VmHWM':
+        assert 90 < peak['mixer'] < 110 and 90 < peak['total'] < 110, peak
+
+
 def test_peak_memory_refuses_a_process_without_mmap_malloc(monkeypatch):
     """Started without the malloc settings, glibc's free heap chunks would
     count as resident: PeakMemory says so instead of overstating."""

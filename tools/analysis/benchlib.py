@@ -54,7 +54,6 @@ is taken as 3x the forward MACs (backward = 2x forward).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import json
 import math
@@ -238,31 +237,36 @@ class PeakMemory:
 
     def __init__(self, device: str = 'cpu'):
         self.cuda = str(device).startswith('cuda')
-        self.bytes, self.method, self._base = 0, '', 0
+        #: memory in use at entry (bytes); the peak is counted above it
+        self.base = 0
+        self.bytes, self.method = 0, ''
 
     def __enter__(self) -> 'PeakMemory':
         if self.cuda:
             import torch
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
-            self._base, self.method = torch.cuda.memory_allocated(), 'cuda.max_memory_allocated'
+            self.base, self.method = torch.cuda.memory_allocated(), 'cuda.max_memory_allocated'
         else:
             if not mmap_malloc_active():
                 raise RuntimeError(
                     'PeakMemory on CPU needs a process started with the environment '
                     f'{MMAP_MALLOC_ENV} (see memory_worker_env): without it freed heap '
                     'blocks count as resident and the peak is overstated')
-            self._base, self.method = _reset_cpu_peak()
+            self.base, self.method = _reset_cpu_peak()
         return self
 
     def __exit__(self, *exc) -> None:
+        self.bytes = max(self.absolute_peak() - self.base, 0)
+
+    def absolute_peak(self) -> int:
+        """The high-water mark now (bytes), since the last reset (this
+        meter's entry or a later one's)."""
         if self.cuda:
             import torch
             torch.cuda.synchronize()
-            peak = torch.cuda.max_memory_allocated()
-        else:
-            peak = _cpu_peak(self.method)
-        self.bytes = max(peak - self._base, 0)
+            return torch.cuda.max_memory_allocated()
+        return _cpu_peak(self.method)
 
 
 def memory_worker_env() -> dict:
@@ -509,39 +513,58 @@ def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
         plain = None                # the plain twin's weights and gradients go first
         model.zero_grad(set_to_none=True)  # the step's gradients count in its peak
         parts = steps.parts if case.mode == 'fwd' else {}
-        with _part_peaks(parts, case.device) as part_peaks, PeakMemory(case.device) as peak:
-            step()
+        peak, part_mib = peaks_of(step, case.device, parts)
         out.update(peak_mib=peak.bytes / 2**20, memory_method=peak.method)
-        if part_peaks:
-            out['part_peaks_mib'] = part_peaks
+        if part_mib:
+            out['part_peaks_mib'] = part_mib
     return out
 
 
-@contextlib.contextmanager
-def _part_peaks(parts: dict, device: str):
-    """Fill the yielded dict with, per name of ``parts`` (name -> modules),
-    the largest peak (MiB) of one of its modules' forwards above the memory
-    in use when that forward starts.  The enclosing measurement stays right:
-    a forward's start lowers the high-water mark only to the memory in use
-    then."""
-    peaks: dict[str, float] = {}
-    handles = []
-    for name, modules in parts.items():
-        for module in modules:
-            meter = PeakMemory(device)
+def peaks_of(step: Callable[[], None], device: str, parts: dict
+             ) -> tuple[PeakMemory, dict[str, float]]:
+    """The peak memory of ``step()`` and, per name of ``parts`` (name ->
+    modules), the largest peak (MiB) of one of those modules' forwards."""
+    with PeakMemory(device) as peak, _PartPeaks(parts, peak) as part_peaks:
+        step()
+    # the parts' meters reset the high-water mark: the peak is the highest
+    # mark of all the stretches between the resets
+    peak.bytes = max(peak.bytes, part_peaks.highest - peak.base)
+    return peak, part_peaks.mib
 
-            def enter(module, args, meter=meter):
-                meter.__enter__()
 
-            def leave(module, args, output, name=name, meter=meter):
-                meter.__exit__(None, None, None)
-                peaks[name] = max(peaks.get(name, 0.), meter.bytes / 2**20)
-            handles += [module.register_forward_pre_hook(enter),
-                        module.register_forward_hook(leave)]
-    try:
-        yield peaks
-    finally:
-        for handle in handles:
+class _PartPeaks:
+    """Per name of ``parts`` (name -> modules): the largest peak (MiB) of
+    one of its modules' forwards above the memory in use when that forward
+    starts (``.mib``).  Each part's meter lowers the high-water mark when it
+    starts, which forgets the peak so far: :attr:`highest` keeps the highest
+    absolute mark read before every such reset and at every part's end, for
+    the enclosing measurement."""
+
+    def __init__(self, parts: dict, outer: PeakMemory):
+        self.parts, self.outer = parts, outer
+        self.mib: dict[str, float] = {}
+        self.highest = 0
+        self._handles: list = []
+
+    def __enter__(self) -> '_PartPeaks':
+        for name, modules in self.parts.items():
+            for module in modules:
+                meter = PeakMemory('cuda' if self.outer.cuda else 'cpu')
+
+                def enter(module, args, meter=meter):
+                    self.highest = max(self.highest, self.outer.absolute_peak())
+                    meter.__enter__()
+
+                def leave(module, args, output, name=name, meter=meter):
+                    meter.__exit__(None, None, None)
+                    self.highest = max(self.highest, self.outer.absolute_peak())
+                    self.mib[name] = max(self.mib.get(name, 0.), meter.bytes / 2**20)
+                self._handles += [module.register_forward_pre_hook(enter),
+                                  module.register_forward_hook(leave)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
             handle.remove()
 
 

@@ -5,6 +5,7 @@ architecture (``configs/_base_/backbones/zoo_*.py``), measured the same way.
     python tools/analysis/zoo.py --device cuda --dtype bf16    # CUDA, bf16 autocast
     python tools/analysis/zoo.py --quick --variants sra hilo   # tiny widths, a smoke run
     python tools/analysis/zoo.py --matching                    # the cost-matching table
+    python tools/analysis/zoo.py --report-from work_dirs/zoo work_dirs/zoo2 --docs docs/zoo.md
 
 Per variant, backbone + FPN neck (mmdet ``FPN``, 256 channels, 5 outputs),
 batch 1:
@@ -100,9 +101,11 @@ def backbone_config(spec: str) -> dict:
     return cfg
 
 
-def build_zoo_target(spec: str, *, with_cp: bool = False, device: Any = 'cpu'):
+def build_zoo_target(spec: str, *, with_cp: bool = False, device: Any = 'cpu',
+                     init: bool = True):
     """Backbone + FPN neck of a zoo variant as a :class:`vattn_mm.analysis.Target`
-    (the ``benchlib`` builder of the speed cases)."""
+    (the ``benchlib`` builder of the speed cases); ``init=False``: without the
+    backbone's weight initialisation (for counting on fake tensors)."""
     import torch
     from mmdet.models.necks import FPN
     from torch import nn
@@ -118,7 +121,8 @@ def build_zoo_target(spec: str, *, with_cp: bool = False, device: Any = 'cpu'):
     quick = _split(spec)[1]
     with torch.device(device):
         backbone = TokenPyramid(**cfg, with_cp=with_cp)
-        backbone.init_weights()
+        if init:
+            backbone.init_weights()
         neck = FPN(backbone.out_channels, QUICK_FPN_CHANNELS if quick else FPN_CHANNELS, 5)
         model = nn.ModuleDict(dict(backbone=backbone, neck=neck))
     return Target(spec, model, lambda images: neck(backbone(images)),
@@ -136,7 +140,7 @@ def complexity(spec: str, size: int, part: str = '') -> tuple[float, float]:
     from vattn_mm.analysis import count_params, model_complexity
 
     def count() -> tuple[float, float]:
-        target = build_zoo_target(spec)
+        target = build_zoo_target(spec, init=False)
         cx = model_complexity(target, (size, size))
         if not part:
             return cx.params / 1e6, cx.macs / 1e9
@@ -407,6 +411,37 @@ def accuracy_runs(args: argparse.Namespace, root: Path, out: Path) -> list[Accur
     return [done[j] for j in jobs]
 
 
+def read_accuracy_csv(path: Path) -> list[Accuracy]:
+    """The runs :func:`accuracy_runs` wrote to ``path``."""
+    import csv
+    with open(path, newline='') as f:
+        return [Accuracy(r['variant'], r['task'], int(r['seed']), json.loads(r['metrics']),
+                         float(r['train_s'] or 0), r['error']) for r in csv.DictReader(f)]
+
+
+def earlier_runs(dirs: Sequence[Path], variants: Sequence[str]
+                 ) -> tuple[list[benchlib.Row], list[Accuracy]]:
+    """Speed rows and accuracy runs of ``variants`` from the CSVs in
+    ``dirs`` (``--out-dir`` of earlier runs): each variant's rows, and
+    separately its runs, from the last directory that has any."""
+    speed: dict[str, dict[Path, list]] = {}      # variant -> folder -> its rows there
+    accuracy: dict[str, dict[Path, list]] = {}
+    for folder in dirs:
+        files = folder / 'zoo_speed.csv', folder / 'zoo_accuracy.csv'
+        if not any(f.is_file() for f in files):
+            raise FileNotFoundError(f'{folder}: neither zoo_speed.csv nor zoo_accuracy.csv')
+        if files[0].is_file():
+            for row in benchlib.read_csv(files[0]):
+                speed.setdefault(row.target.partition('@')[0], {}).setdefault(folder, []).append(row)
+        if files[1].is_file():
+            for run in read_accuracy_csv(files[1]):
+                accuracy.setdefault(run.variant, {}).setdefault(folder, []).append(run)
+    def last(found: dict) -> list:
+        return list(found.values())[-1] if found else []
+    return ([r for v in variants for r in last(speed.get(v, {}))],
+            [r for v in variants for r in last(accuracy.get(v, {}))])
+
+
 def summarize_accuracy(runs: Sequence[Accuracy]) -> dict:
     """``{(variant, metric name): (mean, spread = max - min, runs)}``."""
     out: dict = {}
@@ -652,6 +687,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'part always runs one case at a time')
     parser.add_argument('--out-dir', default='work_dirs/zoo')
     parser.add_argument('--docs', type=Path, help='also write the tables into this page')
+    parser.add_argument('--report-from', nargs='+', type=Path, metavar='DIR',
+                        help='measure nothing: rebuild the CSVs, tables and plots from earlier '
+                             'runs (their --out-dir; same options); a variant\'s speed rows and '
+                             'its accuracy runs come from the last DIR that has them')
     parser.add_argument('--matching', action='store_true',
                         help='measure nothing: print the parameters / GMACs table at 224x224 '
                              '(backbones, vs the reference)')
@@ -700,16 +739,9 @@ def _demo_data(args: argparse.Namespace, out: Path) -> Path:
     return root.resolve()
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
-    if args.train_worker:
-        print(json.dumps(_train_worker(json.loads(args.train_worker))))
-        return 0
-    if args.matching:
-        print(matching_table())
-        return 0
-    out = Path(args.out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+def measure(args: argparse.Namespace, out: Path) -> tuple[list[benchlib.Row], list[Accuracy]]:
+    """The speed sweep and the accuracy runs that ``args`` asks for; the
+    CSVs are written as they progress."""
     suffix = '@quick' if args.quick else ''
     rows: list[benchlib.Row] = []
     if 'speed' in args.parts:
@@ -722,11 +754,30 @@ def main(argv=None) -> int:
                           train_max_size=args.train_max_size, time_cap_s=args.time_cap_s,
                           **case_kwargs)
             benchlib.write_csv(rows, out / 'zoo_speed.csv')
-    scales = [scaling(v, rows) for v in args.variants] if rows else []
-    write_dataclass_csv(scales, out / 'zoo_scaling.csv', Scaling)
     runs: list[Accuracy] = []
     if 'accuracy' in args.parts:
         runs = accuracy_runs(args, _demo_data(args, out), out)
+    return rows, runs
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.train_worker:
+        print(json.dumps(_train_worker(json.loads(args.train_worker))))
+        return 0
+    if args.matching:
+        print(matching_table())
+        return 0
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.report_from:
+        rows, runs = earlier_runs(args.report_from, args.variants)
+        benchlib.write_csv(rows, out / 'zoo_speed.csv')
+        write_dataclass_csv(runs, out / 'zoo_accuracy.csv', Accuracy)
+    else:
+        rows, runs = measure(args, out)
+    scales = [scaling(v, rows) for v in args.variants] if rows else []
+    write_dataclass_csv(scales, out / 'zoo_scaling.csv', Scaling)
     acc = summarize_accuracy(runs)
     how = (f'{args.device}, {args.dtype}, batch 1, {rows[0].threads if rows else "-"} threads, '
            f'sizes {args.sizes} (training step up to {args.train_max_size or args.sizes[-1]}), '
