@@ -8,9 +8,10 @@ FFN's hidden activations are the largest tensors a pyramid backbone saves
 (PVTv2-b2 at 512x512: about two thirds of its saved activations), and an
 activation is cheap to compute again: :func:`act_linear` saves ``h`` alone
 and recomputes ``act(h)`` in the backward, one hidden-width tensor less per
-FFN for one elementwise pass more (measured: see docs/benchmarks.md).  Gradients are the ones autograd computes
-(the same kernels: ``gelu_backward``, ``threshold_backward``,
-``hardswish_backward``, matrix products) up to float summation order.
+FFN for one elementwise pass more (measured: docs/benchmarks.md).  The
+gradients are autograd's (the same kernels: ``gelu_backward``,
+``threshold_backward``, ``hardswish_backward``, matrix products) up to float
+summation order.
 
 Taken only where nothing else would notice (:func:`recomputes_act`): an
 activation listed in :data:`ACT_GRADS`, a plain ``nn.Linear``, no dropout
