@@ -265,6 +265,23 @@ def test_graph_breaks_flag(capsys):
     assert 'PVTv2:b0 fwd: 1 graph(s), 0 distinct break(s)' in capsys.readouterr().out
 
 
+def test_profile_flag_tables_forward_and_backward(tmp_path, capsys):
+    """``--profile N``: per case the N operators with the most self time, a
+    training step's forward and backward apart."""
+    assert BENCHMARK.main(['PVTv2:b0', '--shapes', '64x64', '--modes', 'fwd', 'train',
+                           '--profile', '4', '--warmup', '1', '--out-dir', str(tmp_path)]) == 0
+    text = (tmp_path / 'benchmark_profile.md').read_text()
+    assert text == capsys.readouterr().out.strip() + '\n'
+    sections = text.split('PVTv2:b0 64x64 ')[1:]
+    assert [s.split(',')[0] for s in sections] == ['fwd', 'train']
+    for phase in ('forward (inference)', 'forward', 'backward'):
+        assert f'\n{phase}: ' in text
+    # 4 operators per table, their shares below 100 %
+    rows = [line for line in text.splitlines() if line.startswith('| `')]
+    assert len(rows) == 3 * 4
+    assert all(0 <= int(line.split('|')[-2].strip().rstrip('%')) <= 100 for line in rows)
+
+
 def test_merge_runs(tmp_path, capsys):
     """A forward-only and a training-only run combine into one report."""
     fwd = _row('PVTv2:b2', '512x512', 400, 150, 0.5)

@@ -157,8 +157,8 @@ def test_report_from_earlier_runs(tmp_path):
                              fwd_peak_mib=s / 10, fwd_mixer_peak_mib=s / 100, threads=2)
                 for v in variants for s in (64, 96)]
         benchlib.write_csv(rows, folder / 'zoo_speed.csv')
-        runs = [ZOO.Accuracy(v, t, 0, {'mIoU': fwd_ms, 'coco/bbox_mAP': 0.5,
-                                      'coco/segm_mAP': 0.4}, 1.) for v in variants for t in ZOO.TASKS]
+        metrics = {'mIoU': fwd_ms, 'coco/bbox_mAP': 0.5, 'coco/segm_mAP': 0.4}
+        runs = [ZOO.Accuracy(v, t, 0, metrics, 1.) for v in variants for t in ZOO.TASKS]
         ZOO.write_dataclass_csv(runs, folder / 'zoo_accuracy.csv', ZOO.Accuracy)
         return folder
     first, second = run_dir('a', 10., ['sra', 'hilo']), run_dir('b', 20., ['sra'])
@@ -166,7 +166,8 @@ def test_report_from_earlier_runs(tmp_path):
     assert ZOO.main(['--report-from', str(first), str(second), '--variants', 'sra', 'hilo',
                      '--sizes', '64', '96', '--ref-size', '64', '--out-dir', str(out)]) == 0
     rows = benchlib.read_csv(out / 'zoo_speed.csv')
-    assert [(r.target, r.fwd_ms) for r in rows if r.shape == '64x64'] == [('sra', 20.), ('hilo', 10.)]
+    assert [(r.target, r.fwd_ms) for r in rows if r.shape == '64x64'] == [('sra', 20.),
+                                                                         ('hilo', 10.)]
     runs = ZOO.read_accuracy_csv(out / 'zoo_accuracy.csv')
     assert {(r.variant, r.metrics['mIoU']) for r in runs} == {('sra', 20.), ('hilo', 10.)}
     assert '| hilo | 10 | 15 |' in (out / 'zoo.md').read_text()

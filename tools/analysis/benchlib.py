@@ -568,6 +568,48 @@ class _PartPeaks:
             handle.remove()
 
 
+def profile_case(case: Case, top: int = 12) -> str:
+    """Where one iteration of ``case`` spends its time, by operator: the
+    autograd profiler's self CPU time of the ``top`` costliest operators,
+    for a training step the forward and the backward apart (after
+    ``case.warmup`` iterations, in this process).  A markdown section."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    if case.threads:
+        torch.set_num_threads(case.threads)
+    steps = _step_fn(case)
+    for _ in range(max(case.warmup, 1)):
+        steps.step()
+    phases = []
+    if case.mode == 'fwd':
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            steps.step()
+        phases.append(('forward (inference)', prof))
+    else:
+        steps.model.zero_grad(set_to_none=True)
+        with profile(activities=[ProfilerActivity.CPU]) as fwd:
+            with steps.autocast():
+                outs = _flat_tensors(steps.forward(steps.images))
+            loss = sum(t.float().sum() for t in outs if t.requires_grad)
+        with profile(activities=[ProfilerActivity.CPU]) as bwd:
+            loss.backward()
+        phases += [('forward', fwd), ('backward', bwd)]
+    lines = [f'{case.target} {case.shape[0]}x{case.shape[1]} {case.mode}, '
+             f'{torch.get_num_threads()} threads:']
+    for phase, prof in phases:
+        # self times of the operators (profiler-only labels such as the
+        # autograd engine's per-node records are wrappers, not work)
+        events = [e for e in prof.key_averages() if not e.key.startswith(('autograd::', '## '))]
+        total = sum(e.self_cpu_time_total for e in events)
+        lines += ['', f'{phase}: {total / 1e3:.0f} ms of operator time', '',
+                  '| operator | calls | self time (ms) | share |', '|---|---|---|---|']
+        for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:top]:
+            lines.append(f'| `{e.key}` | {e.count} | {e.self_cpu_time_total / 1e3:.1f} | '
+                         f'{e.self_cpu_time_total / total:.0%} |')
+    return '\n'.join(lines)
+
+
 # --------------------------------------------------------------- driver side
 def _run_worker(case: Case, parts: Sequence[str], env: dict,
                 timeout: Optional[float]) -> dict:

@@ -11,6 +11,7 @@ the machine's matmul peak of backbones or whole configs at several input sizes.
         --shapes 256x256 512x512 1024x1024 2048x2048   # one mixer stage; growth exponents
     python tools/analysis/benchmark.py --merge fwd.csv train.csv --name all   # combine runs
     python tools/analysis/benchmark.py PVTv2:b2 FocalNet:tiny_srf --against timm mmdet
+    python tools/analysis/benchmark.py PVTv2:b2 --modes train --profile    # time per operator
 
 Batch 1.  Each (model, size, mode) runs in fresh processes: one times it
 (warm-up, then ``--iters`` timed iterations, median reported; the matmul peak
@@ -25,6 +26,9 @@ the report gives each one's speed against eager / fp32 and, for the forward,
 the largest deviation of the outputs from eager fp32.  ``--graph-breaks``
 measures nothing: it lists the ``torch.compile`` graph breaks of each target
 (one forward at the first ``--shapes`` entry, per ``--modes`` fwd / train).
+``--profile N`` runs one iteration of every (target, size, mode) under the
+autograd profiler and writes the ``N`` operators with the most self time, a
+training step's forward and backward apart, to ``<name>_profile.md``.
 Details: ``tools/analysis/benchlib.py``.
 """
 from __future__ import annotations
@@ -62,6 +66,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--graph-breaks', action='store_true',
                         help='measure nothing: list the torch.compile graph breaks of each '
                              'target (exit 1 if any)')
+    parser.add_argument('--profile', type=int, nargs='?', const=12, metavar='N',
+                        help='measure nothing: the N (default 12) operators with the most self '
+                             'CPU time per case, forward and backward apart (autograd profiler; '
+                             'written to <name>_profile.md)')
     parser.add_argument('--warmup', type=int, default=2, help='untimed iterations first')
     parser.add_argument('--iters', type=int, default=5, help='timed iterations')
     parser.add_argument('--threads', type=int, default=None,
@@ -84,8 +92,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error('give the models to measure, or --merge CSV files (not both)')
     if args.against and (len(args.dtype) > 1 or args.runtime != ['eager']):
         parser.error('--against compares eager runs in one --dtype')
-    if args.graph_breaks and args.merge:
-        parser.error('--graph-breaks lists the breaks of targets, not of --merge files')
+    if (args.graph_breaks or args.profile) and args.merge:
+        parser.error('--graph-breaks / --profile look at targets, not at --merge files')
+    if args.profile is not None and args.profile < 1:
+        parser.error('--profile N needs N >= 1')
     missing = [p for p in args.merge or [] if not Path(p).is_file()]
     if missing:
         parser.error(f'--merge: no such file(s): {missing}')
@@ -124,12 +134,28 @@ def graph_breaks(args: argparse.Namespace) -> int:
     return 1 if found else 0
 
 
+def profiles(args: argparse.Namespace, out: Path) -> int:
+    """Write and print the operator profile of every case."""
+    from benchlib import Case, profile_case
+    sections = [profile_case(Case(spec, shape, mode, device=args.device, dtype=dtype,
+                                  runtime=runtime, warmup=args.warmup, threads=args.threads),
+                             args.profile)
+                for spec in args.targets for shape in args.shapes for mode in args.modes
+                for dtype in args.dtype for runtime in args.runtime]
+    text = '\n\n'.join(sections)
+    (out / f'{args.name}_profile.md').write_text(text + '\n')
+    print(text)
+    return 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.graph_breaks:
         return graph_breaks(args)
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if args.profile:
+        return profiles(args, out)
     csv_path = out / f'{args.name}.csv'
     if args.merge:
         rows = merge_rows(row for path in args.merge for row in read_csv(Path(path)))

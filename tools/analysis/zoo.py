@@ -432,7 +432,8 @@ def earlier_runs(dirs: Sequence[Path], variants: Sequence[str]
             raise FileNotFoundError(f'{folder}: neither zoo_speed.csv nor zoo_accuracy.csv')
         if files[0].is_file():
             for row in benchlib.read_csv(files[0]):
-                speed.setdefault(row.target.partition('@')[0], {}).setdefault(folder, []).append(row)
+                variant = row.target.partition('@')[0]
+                speed.setdefault(variant, {}).setdefault(folder, []).append(row)
         if files[1].is_file():
             for run in read_accuracy_csv(files[1]):
                 accuracy.setdefault(run.variant, {}).setdefault(folder, []).append(run)
@@ -660,7 +661,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                              '(default 512; quick: the smallest size)')
     parser.add_argument('--train-max-size', type=int,
                         help=f'largest side of the training-step cases (default '
-                             f'{FULL_TRAIN_MAX_SIZE}; quick: every size); larger sizes: forward only')
+                             f'{FULL_TRAIN_MAX_SIZE}; quick: every size); larger sizes: forward '
+                             'only')
     parser.add_argument('--device', default='cpu', help='cpu, cuda or cuda:N')
     parser.add_argument('--dtype', choices=('fp32', 'bf16'), default='fp32',
                         help='bf16: autocast (refused where the device has no bf16 support)')

@@ -9,6 +9,7 @@ from mmcv.cnn.bricks import DropPath
 from torch import nn
 
 from .patch_embed import Size
+from .recompute import norm_recomputed
 
 
 class LayerScale(nn.Module):
@@ -79,7 +80,10 @@ class TokenBlock(nn.Module):
 
     def _branch(self, module: nn.Module, norm: nn.Module, x: torch.Tensor,
                 hw: Size, *args) -> torch.Tensor:
-        return norm(module(x, hw, *args)) if self.post_norm else module(norm(x), hw, *args)
+        if self.post_norm:
+            return norm(module(x, hw, *args))
+        with norm_recomputed(x, norm) as y:  # training: y is not stored for the backward
+            return module(y, hw, *args)
 
 
 def residual_add(inplace: bool):

@@ -12,6 +12,7 @@ from ..utils.tracing import is_capturing
 from .conv import DepthwiseConv2d
 from .fused import linear_act
 from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .recompute import act_linear
 
 
 @MODELS.register_module()
@@ -23,7 +24,8 @@ class MLP(nn.Module):
     a time, so the ``hidden_dims``-wide activation never exists for the whole
     map (on an 800x1344 image DilateFormer's first-stage hidden layer would be
     74 MiB twice over); every token's result is the same as unchunked.
-    ``chunk_tokens=None`` turns this off.
+    ``chunk_tokens=None`` turns this off.  In training the hidden activation
+    is not kept for the backward (:func:`~vattn_mm.layers.recompute.act_linear`).
     """
 
     def __init__(self, embed_dims: int, hidden_dims: int,
@@ -51,6 +53,8 @@ class MLP(nn.Module):
         return out.view(*x.shape[:-1], -1)
 
     def _mlp(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.is_grad_enabled():
+            return self.drop(act_linear(self.fc1(x), self.act, self.fc2, self.drop))
         return self.drop(self.fc2(self.drop(linear_act(x, self.fc1, self.act))))
 
 
@@ -65,6 +69,9 @@ class ConvFFN(nn.Module):
         act_cfg: activation after the depthwise conv.
         pre_act_cfg: optional activation right after ``fc1`` (PVTv2-li: ReLU).
         drop: dropout after the activation and after ``fc2``.
+
+    In training the activation's output is not kept for the backward
+    (:func:`~vattn_mm.layers.recompute.act_linear`).
     """
 
     def __init__(self, embed_dims: int, hidden_dims: int,
@@ -80,5 +87,8 @@ class ConvFFN(nn.Module):
 
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
         x = tokens_to_map(linear_act(x, self.fc1, self.pre_act), hw)
+        if torch.is_grad_enabled():
+            x, _ = map_to_tokens(self.dwconv(x))
+            return self.drop(act_linear(x, self.act, self.fc2, self.drop))
         x, _ = map_to_tokens(self.dwconv.forward_act(x, self.act))
         return self.drop(self.fc2(self.drop(x)))

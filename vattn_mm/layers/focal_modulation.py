@@ -6,10 +6,14 @@ from typing import Optional
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .recompute import ACT_GRADS, can_recompute
+
+_ATEN = torch.ops.aten
 
 
 @register_mixer
@@ -39,6 +43,8 @@ class FocalModulation(nn.Module):
             ``proj`` maps ``A`` back to ``C``.
 
     Cost: linear in the number of tokens (depthwise convs, no attention).
+    In training the levels' activations are not kept for the backward
+    (:class:`_FocalContext`).
     """
 
     def __init__(self, embed_dims: int, focal_level: int = 2, focal_window: int = 3,
@@ -78,14 +84,75 @@ class FocalModulation(nn.Module):
         c = self.modulation_dims
         q, ctx, gates = tokens_to_map(self.f(x), hw).split(
             (c, c, self.focal_level + 1), dim=1)
+        if can_recompute(ctx, self.act, *self.focal_layers):
+            ctx_all = _FocalContext.apply(ctx, gates, self, *(
+                conv.weight for conv in self.focal_layers))
+        else:
+            ctx_all = self.context(ctx, gates)
+        out, _ = map_to_tokens(q * self.h(ctx_all))
+        return self.proj_drop(self.proj(self.ln(out)))
+
+    def context(self, ctx: torch.Tensor, gates: torch.Tensor,
+                levels: Optional[list] = None) -> torch.Tensor:
+        """The gated sum of the context levels; ``levels`` (a list) also
+        receives each depthwise convolution's output (before ``act``)."""
         ctx_all = None
         for level, conv in enumerate(self.focal_layers):
-            ctx = conv.forward_act(ctx, self.act)
+            if levels is None:
+                ctx = conv.forward_act(ctx, self.act)
+            else:
+                levels.append(conv(ctx))
+                ctx = self.act(levels[-1])
             gate = gates[:, level:level + 1]
             ctx_all = ctx * gate if ctx_all is None else torch.addcmul(ctx_all, ctx, gate)
         ctx_global = self.act(ctx.mean((2, 3), keepdim=True))
         ctx_all = torch.addcmul(ctx_all, ctx_global, gates[:, self.focal_level:])
         if self.normalize_modulator:
             ctx_all = ctx_all / (self.focal_level + 1)
-        out, _ = map_to_tokens(q * self.h(ctx_all))
-        return self.proj_drop(self.proj(self.ln(out)))
+        return ctx_all
+
+
+class _FocalContext(torch.autograd.Function):
+    """:meth:`FocalModulation.context` keeping only the convolutions'
+    outputs for the backward (the context and the gates are views of ``f``'s
+    output, which the modulation keeps anyway): each level's activation is
+    recomputed from them, one elementwise pass, instead of being stored
+    (FocalNet-T at 512x512: 3 of its 22 stored maps per block)."""
+
+    @staticmethod
+    def forward(ctx, context: torch.Tensor, gates: torch.Tensor, module: FocalModulation,
+                *weights: torch.Tensor) -> torch.Tensor:
+        levels: list[torch.Tensor] = []
+        out = module.context(context, gates, levels)
+        ctx.module = module
+        ctx.save_for_backward(context, gates, *levels)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        module = ctx.module
+        act, act_grad, top = module.act, ACT_GRADS[type(module.act)], module.focal_level
+        context, gates, *levels = ctx.saved_tensors
+        if module.normalize_modulator:
+            grad = grad / (top + 1)
+        inputs = [context] + [act(z) for z in levels]   # each conv's input, then the last level
+        mean = inputs[-1].mean((2, 3), keepdim=True)
+        grad_gates = [(grad * x).sum(1, keepdim=True) for x in inputs[1:]]
+        grad_gates.append((grad * act(mean)).sum(1, keepdim=True))
+        grad_mean = act_grad(act, (grad * gates[:, top:]).sum((2, 3), keepdim=True), mean)
+        # gradient of the last level's output: its gate, and the global mean
+        height, width = inputs[-1].shape[2:]
+        grad_x = torch.addcmul(grad_mean / (height * width), grad, gates[:, top - 1:top])
+        grad_weights = [None] * top
+        for level in reversed(range(top)):
+            conv = module.focal_layers[level]
+            x, weight = conv._operands(inputs[level])
+            grad_in, grad_w, _ = _ATEN.convolution_backward(
+                act_grad(act, grad_x, levels[level]), x, weight, None, conv.stride,
+                conv.padding, conv.dilation, False, [0, 0], conv.groups,
+                [level > 0 or ctx.needs_input_grad[0], ctx.needs_input_grad[3 + level], False])
+            grad_weights[level] = None if grad_w is None else grad_w.contiguous()
+            if level > 0:   # the previous level's output: its gate and this conv
+                grad_x = torch.addcmul(grad_in, grad, gates[:, level - 1:level])
+        return (grad_in, torch.cat(grad_gates, 1), None, *grad_weights)

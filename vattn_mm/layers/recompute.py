@@ -1,0 +1,151 @@
+"""Layers that keep less for the backward pass and recompute it instead.
+
+:func:`act_linear`: ``linear(act(h))`` that keeps only ``h``.
+
+Autograd keeps two hidden-width tensors for ``fc2(act(h))``: ``h`` (for the
+activation's gradient) and ``act(h)`` (for ``fc2``'s weight gradient).  The
+FFN's hidden activations are the largest tensors a pyramid backbone saves
+(PVTv2-b2 at 512x512: about two thirds of its saved activations), and an
+activation is cheap to compute again: :func:`act_linear` saves ``h`` alone
+and recomputes ``act(h)`` in the backward, one hidden-width tensor less per
+FFN for one elementwise pass more (measured: docs/benchmarks.md).  The
+gradients are autograd's (the same kernels: ``gelu_backward``,
+``threshold_backward``, ``hardswish_backward``, matrix products) up to float
+summation order.
+
+Taken only where nothing else would notice (:func:`recomputes_act`): an
+activation listed in :data:`ACT_GRADS`, a plain ``nn.Linear``, no dropout
+between them, no hooks on either, autograd recording, outside autocast, no
+Python dispatch mode (FLOP counters, fake tensors) and not while
+``torch.compile`` or an export traces (their own partitioners decide what to
+recompute).  Elsewhere the callers take the plain path.
+
+:func:`norm_recomputed`: the output of a pre-norm (LayerNorm) is kept by the
+layers it feeds (their weight gradients need it) beside the norm's own input;
+inside this context the output is stored as "the norm of that input" and
+recomputed when the backward reads it.  Same conditions, and no other
+saved-tensor hooks active (``with_cp``'s checkpointing, offloading).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.autograd.function import once_differentiable
+from torch.nn.modules import module as _module
+from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+from ..utils.tracing import is_capturing
+
+_ATEN = torch.ops.aten
+
+#: activation type -> ``(act, grad of act(h), h) -> grad of h``
+ACT_GRADS: dict[type, Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    nn.GELU: lambda act, grad, h: _ATEN.gelu_backward(grad, h, approximate=act.approximate),
+    nn.ReLU: lambda act, grad, h: _ATEN.threshold_backward(grad, h, 0),
+    nn.Hardswish: lambda act, grad, h: _ATEN.hardswish_backward(grad, h),
+}
+
+
+def _hooked(module: nn.Module) -> bool:
+    return bool(module._forward_hooks or module._forward_pre_hooks
+                or module._backward_hooks or module._backward_pre_hooks)
+
+
+def can_recompute(x: torch.Tensor, act: nn.Module, *modules: nn.Module) -> bool:
+    """Whether a custom autograd function that recomputes ``act`` in its
+    backward may replace ``act`` and ``modules`` applied to ``x`` (see the
+    module docstring for the conditions)."""
+    return (torch.is_grad_enabled() and type(act) in ACT_GRADS
+            and (x.requires_grad or any(p.requires_grad for m in modules for p in m.parameters()))
+            and not torch.is_autocast_enabled(x.device.type)
+            and _get_current_dispatch_mode() is None and not is_capturing()
+            and not (_hooked(act) or any(_hooked(m) for m in modules)
+                     or _module._global_forward_hooks or _module._global_forward_pre_hooks))
+
+
+def recomputes_act(h: torch.Tensor, act: nn.Module, linear: nn.Module,
+                   drop: nn.Module) -> bool:
+    """Whether :func:`act_linear` applies to ``linear(drop(act(h)))``."""
+    return (type(linear) is nn.Linear and can_recompute(h, act, linear, drop)
+            and (not drop.training or not isinstance(drop, nn.Dropout) or drop.p == 0))
+
+
+class _ActLinear(torch.autograd.Function):
+
+    @staticmethod
+    def forward(ctx, h: torch.Tensor, weight: torch.Tensor, bias, act: nn.Module):
+        ctx.act = act
+        ctx.save_for_backward(h, weight)
+        return F.linear(act(h), weight, bias)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        h, weight = ctx.saved_tensors
+        need_h, need_w, need_b, _ = ctx.needs_input_grad
+        flat = grad.reshape(-1, grad.shape[-1])
+        grad_h = grad_w = grad_b = None
+        if need_w:
+            grad_w = flat.t().mm(ctx.act(h).reshape(-1, h.shape[-1]))
+        if need_b:
+            grad_b = flat.sum(0)
+        if need_h:
+            grad_h = ACT_GRADS[type(ctx.act)](ctx.act, grad.matmul(weight), h)
+        return grad_h, grad_w, grad_b, None
+
+
+def act_linear(h: torch.Tensor, act: nn.Module, linear: nn.Module,
+               drop: nn.Module = nn.Identity()) -> torch.Tensor:
+    """``linear(drop(act(h)))``, keeping only ``h`` for the backward where
+    :func:`recomputes_act` allows."""
+    if recomputes_act(h, act, linear, drop):
+        return _ActLinear.apply(h, linear.weight, linear.bias, act)
+    return linear(drop(act(h)))
+
+
+def _saved_tensor_hooks_free() -> bool:
+    autograd = torch._C._autograd
+    return (autograd._saved_tensors_hooks_is_enabled()
+            and autograd._top_saved_tensors_default_hooks(False) is None)
+
+
+def recomputes_norm(x: torch.Tensor, norm: nn.Module) -> bool:
+    """Whether :func:`norm_recomputed` applies to ``norm(x)``."""
+    return (type(norm) is nn.LayerNorm and torch.is_grad_enabled() and not _hooked(norm)
+            and not torch.is_autocast_enabled(x.device.type)
+            and _get_current_dispatch_mode() is None and not is_capturing()
+            and _saved_tensor_hooks_free())
+
+
+@contextlib.contextmanager
+def norm_recomputed(x: torch.Tensor, norm: nn.Module) -> Iterator[torch.Tensor]:
+    """Yield ``norm(x)``; what the code in the ``with`` block saves for the
+    backward of it (or of views of it) is recomputed from ``x`` when read,
+    where :func:`recomputes_norm` allows (else saved as usual)."""
+    out = norm(x)
+    if not recomputes_norm(x, norm) or out.numel() == 0:
+        yield out
+        return
+    # (the hooks live as long as what they saved: they must not hold ``out``)
+    storage, version, dtype = out.untyped_storage().data_ptr(), out._version, out.dtype
+
+    def pack(t: torch.Tensor):
+        # views of the output, not changed in place since the norm made it
+        if (t.untyped_storage().data_ptr() != storage or t.dtype != dtype
+                or t._version != version):
+            return t
+        return x, t.size(), t.stride(), t.storage_offset()
+
+    def unpack(packed):
+        if isinstance(packed, torch.Tensor):
+            return packed
+        source, size, stride, offset = packed
+        with torch.no_grad():
+            return norm(source).as_strided(size, stride, offset)
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+        yield out
