@@ -332,18 +332,24 @@ print(json.dumps(dict(bytes=peak.bytes, method=peak.method)))
 """
 
 
-def test_peak_memory_sees_a_transient_buffer():
-    """What the benchmarks report, in a process started the way the memory
-    workers are: a 64 MiB buffer allocated and freed inside the block shows
-    as 64 MiB (not more: memory freed before the block does not count)."""
+def _memory_probe(script: str) -> dict:
+    """The JSON that ``script`` prints last, run in a process started the
+    way the memory workers are."""
     import subprocess
 
     env = benchlib.memory_worker_env()
     env['PYTHONPATH'] = os.pathsep.join([str(TOOLS), env['PYTHONPATH']])
-    res = subprocess.run([sys.executable, '-c', PEAK_PROBE], capture_output=True, text=True,
+    res = subprocess.run([sys.executable, '-c', script], capture_output=True, text=True,
                          env=env, timeout=120)
     assert res.returncode == 0, res.stderr
-    peak = json.loads(res.stdout.strip().splitlines()[-1])
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def test_peak_memory_sees_a_transient_buffer():
+    """What the benchmarks report, in a process started the way the memory
+    workers are: a 64 MiB buffer allocated and freed inside the block shows
+    as 64 MiB (not more: memory freed before the block does not count)."""
+    peak = _memory_probe(PEAK_PROBE)
     assert peak['method'] in ('VmHWM', 'ru_maxrss')
     if peak['method'] == 'VmHWM':
         assert 60 * 2**20 < peak['bytes'] < 80 * 2**20, peak
@@ -372,14 +378,7 @@ print(json.dumps(dict(total=peak.bytes / 2**20, mixer=parts['mixer'], method=pea
 def test_part_peaks_keep_the_whole_peak():
     """A part's own peak is measured by resetting the high-water mark at its
     start; the enclosing peak still sees an earlier part's transient."""
-    import subprocess
-
-    env = benchlib.memory_worker_env()
-    env['PYTHONPATH'] = os.pathsep.join([str(TOOLS), env['PYTHONPATH']])
-    res = subprocess.run([sys.executable, '-c', PARTS_PROBE], capture_output=True, text=True,
-                         env=env, timeout=120)
-    assert res.returncode == 0, res.stderr
-    peak = json.loads(res.stdout.strip().splitlines()[-1])
+    peak = _memory_probe(PARTS_PROBE)
     if peak['method'] == 'VmHWM':
         assert 90 < peak['mixer'] < 110 and 90 < peak['total'] < 110, peak
 
