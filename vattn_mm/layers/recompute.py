@@ -59,10 +59,11 @@ def can_recompute(x: torch.Tensor, act: nn.Module, *modules: nn.Module) -> bool:
     """Whether a custom autograd function that recomputes ``act`` in its
     backward may replace ``act`` and ``modules`` applied to ``x`` (see the
     module docstring for the conditions)."""
-    return (torch.is_grad_enabled() and type(act) in ACT_GRADS
+    # is_capturing first: under torch.compile the dispatch-mode query is a graph break
+    return (torch.is_grad_enabled() and not is_capturing() and type(act) in ACT_GRADS
             and (x.requires_grad or any(p.requires_grad for m in modules for p in m.parameters()))
             and not torch.is_autocast_enabled(x.device.type)
-            and _get_current_dispatch_mode() is None and not is_capturing()
+            and _get_current_dispatch_mode() is None
             and not (_hooked(act) or any(_hooked(m) for m in modules)
                      or _module._global_forward_hooks or _module._global_forward_pre_hooks))
 
@@ -115,10 +116,9 @@ def _saved_tensor_hooks_free() -> bool:
 
 def recomputes_norm(x: torch.Tensor, norm: nn.Module) -> bool:
     """Whether :func:`norm_recomputed` applies to ``norm(x)``."""
-    return (type(norm) is nn.LayerNorm and torch.is_grad_enabled() and not _hooked(norm)
-            and not torch.is_autocast_enabled(x.device.type)
-            and _get_current_dispatch_mode() is None and not is_capturing()
-            and _saved_tensor_hooks_free())
+    return (type(norm) is nn.LayerNorm and torch.is_grad_enabled() and not is_capturing()
+            and not _hooked(norm) and not torch.is_autocast_enabled(x.device.type)
+            and _get_current_dispatch_mode() is None and _saved_tensor_hooks_free())
 
 
 @contextlib.contextmanager
