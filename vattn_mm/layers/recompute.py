@@ -39,6 +39,7 @@ from torch.nn.modules import module as _module
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from ..utils.tracing import is_capturing
+from .fused import _hooked as _forward_hooked
 
 _ATEN = torch.ops.aten
 
@@ -51,8 +52,8 @@ ACT_GRADS: dict[type, Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Te
 
 
 def _hooked(module: nn.Module) -> bool:
-    return bool(module._forward_hooks or module._forward_pre_hooks
-                or module._backward_hooks or module._backward_pre_hooks)
+    """Forward hooks (as the fused kernels check) or backward hooks."""
+    return _forward_hooked(module) or bool(module._backward_hooks or module._backward_pre_hooks)
 
 
 def can_recompute(x: torch.Tensor, act: nn.Module, *modules: nn.Module) -> bool:
