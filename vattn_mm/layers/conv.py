@@ -4,10 +4,15 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from ..utils.tracing import is_exporting
+from ..utils.tracing import is_capturing, is_exporting
 from .fused import conv_act
+
+_ATEN = torch.ops.aten
 
 
 def is_token_map(x: torch.Tensor) -> bool:
@@ -20,6 +25,12 @@ def is_token_map(x: torch.Tensor) -> bool:
 #: one (oneDNN, measured on the CPU: 5-25x faster at k=3, 1.1-2.4x at k=11,
 #: slower at k=13)
 CHANNELS_LAST_MAX_DEPTHWISE_KERNEL = 11
+
+#: smallest depthwise kernel whose weight gradient :func:`conv_backward`
+#: computes as a convolution (:func:`depthwise_weight_grad`): oneDNN's own
+#: depthwise weight gradient is faster at 3x3 and 1-50x slower from 5x5 on
+#: (measured on the CPU at FocalNet's and PVTv2's map sizes)
+DEPTHWISE_WEIGHT_GRAD_MIN_KERNEL = 5
 
 
 class TokenMapConv2d(nn.Conv2d):
@@ -62,7 +73,17 @@ class TokenMapConv2d(nn.Conv2d):
         return x, self.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.own_weight_grad and _autograd_plain(x, self):
+            return _TokenMapConv.apply(x, self.weight, self.bias, self)
         return self._conv_forward(*self._operands(x), self.bias)
+
+    @property
+    def own_weight_grad(self) -> bool:
+        """Whether :func:`conv_backward` computes this layer's weight
+        gradient itself (:func:`depthwise_weight_grad`)."""
+        return (self.groups == self.in_channels == self.out_channels
+                and self.padding_mode == 'zeros' and not isinstance(self.padding, str)
+                and max(self.kernel_size) >= DEPTHWISE_WEIGHT_GRAD_MIN_KERNEL)
 
     def forward_act(self, x: torch.Tensor, act: nn.Module) -> torch.Tensor:
         """``act(self(x))``; in CPU inference one oneDNN call where it can
@@ -80,6 +101,71 @@ class DepthwiseConv2d(TokenMapConv2d):
             padding = dilation * (kernel_size - 1) // 2
         super().__init__(channels, channels, kernel_size, stride, padding, dilation,
                          groups=channels, bias=bias)
+
+
+def depthwise_weight_grad(grad: torch.Tensor, x: torch.Tensor,
+                          conv: nn.Conv2d) -> torch.Tensor:
+    """The weight gradient of depthwise ``conv`` at input ``x`` and output
+    gradient ``grad``: per channel, the correlation of the input with the
+    output gradient, which is itself a depthwise convolution of ``x`` with
+    ``grad`` as the kernel (stride and dilation trade places; the result is
+    cut to the kernel size).  One per sample, summed."""
+    kh, kw = conv.kernel_size
+    total = None
+    for b in range(x.shape[0]):
+        corr = F.conv2d(x[b:b + 1], grad[b].unsqueeze(1), None, conv.dilation, conv.padding,
+                        conv.stride, conv.groups)[0, :, :kh, :kw]
+        total = corr if total is None else total + corr
+    return total.unsqueeze(1).contiguous()
+
+
+def conv_backward(conv: TokenMapConv2d, grad: torch.Tensor, x: torch.Tensor,
+                  weight: torch.Tensor, needs: tuple[bool, bool, bool]) -> tuple:
+    """``(grad input, grad weight, grad bias)`` of ``conv`` (``None`` where
+    ``needs`` says no) at its operands ``x``, ``weight``
+    (:meth:`TokenMapConv2d._operands`): aten's convolution backward, with
+    the weight gradient from :func:`depthwise_weight_grad` where the layer
+    says so (:attr:`TokenMapConv2d.own_weight_grad`)."""
+    own = conv.own_weight_grad and needs[1]
+    grad_in, grad_w, grad_b = _ATEN.convolution_backward(
+        grad, x, weight, None if conv.bias is None else [conv.out_channels], conv.stride,
+        conv.padding, conv.dilation, False, [0, 0], conv.groups,
+        [needs[0], needs[1] and not own, needs[2]])
+    if own:
+        grad_w = depthwise_weight_grad(grad, x, conv)
+    return grad_in, None if grad_w is None else grad_w.contiguous(), grad_b
+
+
+def _autograd_plain(x: torch.Tensor, conv: nn.Module) -> bool:
+    """Whether a training forward may run as a custom autograd function:
+    autograd recording, outside autocast (its casts happen in the layers),
+    no Python dispatch mode (FLOP counters, fake tensors), not traced by
+    ``torch.compile`` or an export."""
+    return (torch.is_grad_enabled() and not is_capturing()
+            and (x.requires_grad or any(p.requires_grad for p in conv.parameters()))
+            and not torch.is_autocast_enabled(x.device.type)
+            and _get_current_dispatch_mode() is None)
+
+
+class _TokenMapConv(torch.autograd.Function):
+    """:class:`TokenMapConv2d`'s forward with :func:`conv_backward`."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+                conv: TokenMapConv2d) -> torch.Tensor:
+        x, weight_op = conv._operands(x)
+        ctx.conv = conv
+        ctx.save_for_backward(x, weight_op)
+        return F.conv2d(x, weight_op, bias, conv.stride, conv.padding, conv.dilation,
+                        conv.groups)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        x, weight = ctx.saved_tensors
+        grad_in, grad_w, grad_b = conv_backward(ctx.conv, grad, x, weight,
+                                                tuple(ctx.needs_input_grad[:3]))
+        return grad_in, grad_w, grad_b, None
 
 
 def _channels_last_weight(weight: torch.Tensor) -> torch.Tensor:

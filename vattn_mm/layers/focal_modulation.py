@@ -9,11 +9,10 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from .builder import register_mixer
-from .conv import DepthwiseConv2d
+from .conv import DepthwiseConv2d, conv_backward
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 from .recompute import ACT_GRADS, can_recompute
 
-_ATEN = torch.ops.aten
 
 
 @register_mixer
@@ -148,11 +147,9 @@ class _FocalContext(torch.autograd.Function):
         for level in reversed(range(top)):
             conv = module.focal_layers[level]
             x, weight = conv._operands(inputs[level])
-            grad_in, grad_w, _ = _ATEN.convolution_backward(
-                act_grad(act, grad_x, levels[level]), x, weight, None, conv.stride,
-                conv.padding, conv.dilation, False, [0, 0], conv.groups,
-                [level > 0 or ctx.needs_input_grad[0], ctx.needs_input_grad[3 + level], False])
-            grad_weights[level] = None if grad_w is None else grad_w.contiguous()
+            grad_in, grad_weights[level], _ = conv_backward(
+                conv, act_grad(act, grad_x, levels[level]), x, weight,
+                (level > 0 or ctx.needs_input_grad[0], ctx.needs_input_grad[3 + level], False))
             if level > 0:   # the previous level's output: its gate and this conv
                 grad_x = torch.addcmul(grad_in, grad, gates[:, level - 1:level])
         return (grad_in, torch.cat(grad_gates, 1), None, *grad_weights)
