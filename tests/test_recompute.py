@@ -78,6 +78,7 @@ def test_recompute_only_where_nothing_else_would_notice():
     with torch.autocast('cpu', dtype=torch.bfloat16):
         assert not recomputes_act(h, ffn.act, ffn.fc2, ffn.drop)
     assert not recomputes_act(h, nn.SiLU(), ffn.fc2, ffn.drop)      # no backward kernel listed
+    assert not recomputes_act(h, nn.ReLU(inplace=True), ffn.fc2, ffn.drop)   # would overwrite h
     handle = ffn.fc2.register_forward_hook(lambda *args: None)
     assert not recomputes_act(h, ffn.act, ffn.fc2, ffn.drop)
     handle.remove()

@@ -11,7 +11,7 @@ from torch.autograd.function import once_differentiable
 from .builder import register_mixer
 from .conv import DepthwiseConv2d, conv_backward
 from .patch_embed import Size, map_to_tokens, tokens_to_map
-from .recompute import ACT_GRADS, can_recompute
+from .recompute import act_grad, can_recompute
 
 
 
@@ -131,7 +131,7 @@ class _FocalContext(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad: torch.Tensor):
         module = ctx.module
-        act, act_grad, top = module.act, ACT_GRADS[type(module.act)], module.focal_level
+        act, top = module.act, module.focal_level
         context, gates, *levels = ctx.saved_tensors
         if module.normalize_modulator:
             grad = grad / (top + 1)

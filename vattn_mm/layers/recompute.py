@@ -29,7 +29,7 @@ saved-tensor hooks active (``with_cp``'s checkpointing, offloading).
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Optional
 
 import torch
 import torch.nn.functional as F
@@ -43,12 +43,22 @@ from .fused import _hooked as _forward_hooked
 
 _ATEN = torch.ops.aten
 
-#: activation type -> ``(act, grad of act(h), h) -> grad of h``
-ACT_GRADS: dict[type, Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    nn.GELU: lambda act, grad, h: _ATEN.gelu_backward(grad, h, approximate=act.approximate),
-    nn.ReLU: lambda act, grad, h: _ATEN.threshold_backward(grad, h, 0),
-    nn.Hardswish: lambda act, grad, h: _ATEN.hardswish_backward(grad, h),
+#: activation type -> ``(act, grad of act(h), h, out) -> grad of h`` written
+#: to ``out`` (which may be the ``grad`` tensor itself: elementwise kernels)
+ACT_GRADS: dict[type, Callable[..., torch.Tensor]] = {
+    nn.GELU: lambda act, grad, h, out: _ATEN.gelu_backward.grad_input(
+        grad, h, approximate=act.approximate, grad_input=out),
+    nn.ReLU: lambda act, grad, h, out: _ATEN.threshold_backward.grad_input(
+        grad, h, 0, grad_input=out),
+    nn.Hardswish: lambda act, grad, h, out: _ATEN.hardswish_backward.out(grad, h, out=out),
 }
+
+
+def act_grad(act: nn.Module, grad: torch.Tensor, h: torch.Tensor,
+             out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """The gradient of ``h`` from that of ``act(h)`` (an activation of
+    :data:`ACT_GRADS`), into ``out`` if given (``grad`` itself is allowed)."""
+    return ACT_GRADS[type(act)](act, grad, h, torch.empty_like(h) if out is None else out)
 
 
 def _hooked(module: nn.Module) -> bool:
@@ -62,6 +72,7 @@ def can_recompute(x: torch.Tensor, act: nn.Module, *modules: nn.Module) -> bool:
     module docstring for the conditions)."""
     # is_capturing first: under torch.compile the dispatch-mode query is a graph break
     return (torch.is_grad_enabled() and not is_capturing() and type(act) in ACT_GRADS
+            and not getattr(act, 'inplace', False)
             and (x.requires_grad or any(p.requires_grad for m in modules for p in m.parameters()))
             and not torch.is_autocast_enabled(x.device.type)
             and _get_current_dispatch_mode() is None
@@ -91,12 +102,19 @@ class _ActLinear(torch.autograd.Function):
         need_h, need_w, need_b, _ = ctx.needs_input_grad
         flat = grad.reshape(-1, grad.shape[-1])
         grad_h = grad_w = grad_b = None
-        if need_w:
-            grad_w = flat.t().mm(ctx.act(h).reshape(-1, h.shape[-1]))
         if need_b:
             grad_b = flat.sum(0)
+        if not (need_w or need_h):
+            return grad_h, grad_w, grad_b, None
+        # one hidden-width buffer: act(h), then the gradient of act(h), then of h
+        hidden = ctx.act(h)
+        if need_w:
+            grad_w = flat.t().mm(hidden.reshape(-1, h.shape[-1]))
         if need_h:
-            grad_h = ACT_GRADS[type(ctx.act)](ctx.act, grad.matmul(weight), h)
+            if not hidden.is_contiguous():
+                hidden = torch.empty_like(h, memory_format=torch.contiguous_format)
+            torch.mm(flat, weight, out=hidden.view(-1, h.shape[-1]))
+            grad_h = act_grad(ctx.act, hidden, h, out=hidden)
         return grad_h, grad_w, grad_b, None
 
 
