@@ -1,6 +1,7 @@
 """Layers with their own backward for speed: large depthwise convolutions
-(weight gradient as a convolution, ``vattn_mm/layers/conv.py``) and LITv2's
-deformable convolution (gathered DCNv1, ``deformable_merging.py``).  Their
+(weight gradient as a convolution, ``vattn_mm/layers/conv.py``), LITv2's
+deformable convolution (gathered DCNv1, ``deformable_merging.py``) and
+DilateFormer's dilated attention (``dilated_attention.py``).  Their
 gradients must be those of the plain operators."""
 import pytest
 import torch
@@ -139,3 +140,21 @@ def test_deform_conv_outside_cpu_training_is_torchvisions():
         assert conv(x).grad_fn is None
     with torch.autocast('cpu', dtype=torch.bfloat16):
         assert 'Gathered' not in type(conv(x).grad_fn).__name__
+
+
+@pytest.mark.parametrize('size, kernel, dilation', [((7, 9), 3, 2), ((3, 4), 3, 3), ((6, 5), 5, 1)])
+def test_dilated_attention_gradients_are_autograds(size, kernel, dilation):
+    """Its own backward against autograd through the export formulation
+    (padded maps, no in-place writes); (3, 4) with dilation 3 has offsets
+    entirely outside the map."""
+    from vattn_mm.layers.dilated_attention import (dilated_local_attention,
+                                                   dilated_local_attention_padded)
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(2, *size, 2, 3, generator=g, dtype=torch.double, requires_grad=True)
+               for _ in range(3))
+    out = dilated_local_attention(q, k, v, kernel, dilation, 0.7)
+    assert type(out.grad_fn).__name__ == '_DilatedLocalAttentionBackward'
+    ours = _grads(out, [q, k, v])
+    plain = _grads(dilated_local_attention_padded(q, k, v, kernel, dilation, 0.7), [q, k, v])
+    for a, b in zip(ours, plain):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)

@@ -17,6 +17,8 @@ from typing import Optional, Sequence
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
+from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from ..utils.tracing import is_capturing, is_exporting
 from .attention import attention_width, merge_heads, split_heads
@@ -28,6 +30,73 @@ def _overlap(size: int, shift: int) -> tuple[slice, slice]:
     """Slices ``(dst, src)`` with ``src = dst + shift`` inside ``[0, size)``."""
     lo, hi = max(0, -shift), min(size, size - shift)
     return slice(lo, hi), slice(lo + shift, hi + shift)
+
+
+def _windows(h: int, w: int, kernel_size: int, dilation: int) -> tuple[int, list]:
+    """The number of offsets of a dilated ``k x k`` neighbourhood and, for
+    each offset with samples inside an ``h x w`` map, ``(offset index,
+    destination rows, source rows, destination cols, source cols)``."""
+    if kernel_size % 2 == 0:
+        raise ValueError(f'dilated attention needs an odd kernel_size, got {kernel_size}')
+    radius = kernel_size // 2
+    shifts = [(i * dilation, j * dilation)
+              for i in range(-radius, radius + 1) for j in range(-radius, radius + 1)]
+    windows = [(o, *_overlap(h, dy), *_overlap(w, dx)) for o, (dy, dx) in enumerate(shifts)]
+    return len(shifts), [win for win in windows
+                         if win[1].start < win[1].stop and win[3].start < win[3].stop]
+
+
+def _attention_weights(q: torch.Tensor, k: torch.Tensor, num_offsets: int, windows: list,
+                       scale: float) -> torch.Tensor:
+    """Softmax over the offsets of ``scale * q_p . k_{p+o}`` (logit 0 outside
+    the map): (B, H, W, heads, offsets)."""
+    logits = q.new_zeros(*q.shape[:-1], num_offsets)
+    for o, ys, ys_src, xs, xs_src in windows:
+        logits[:, ys, xs, :, o] = (q[:, ys, xs] * k[:, ys_src, xs_src]).sum(-1)
+    return (logits * scale).softmax(dim=-1)
+
+
+def _aggregate(attn: torch.Tensor, v: torch.Tensor, windows: list,
+               out: torch.Tensor) -> torch.Tensor:
+    """``out_p = sum_o attn_{p,o} v_{p+o}`` into ``out`` (zeroed first)."""
+    out.zero_()
+    for o, ys, ys_src, xs, xs_src in windows:
+        out[:, ys, xs].addcmul_(attn[:, ys, xs, :, o, None], v[:, ys_src, xs_src])
+    return out
+
+
+class _DilatedLocalAttention(torch.autograd.Function):
+    """:func:`dilated_local_attention` without dropout, with its own backward:
+    the same offset loop over slicing views, accumulating into one gradient
+    buffer per input, where autograd would give every slice of every offset
+    its own zero-filled full-size gradient to add up."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, kernel_size: int, dilation: int, scale: float):
+        num_offsets, windows = _windows(q.shape[1], q.shape[2], kernel_size, dilation)
+        attn = _attention_weights(q, k, num_offsets, windows, scale)
+        ctx.windows, ctx.scale = windows, scale
+        ctx.save_for_backward(q, k, v, attn)
+        return _aggregate(attn, v, windows, torch.empty_like(q))
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad: torch.Tensor):
+        q, k, v, attn = ctx.saved_tensors
+        grad_attn, grad_v = torch.zeros_like(attn), torch.zeros_like(v)
+        for o, ys, ys_src, xs, xs_src in ctx.windows:
+            g = grad[:, ys, xs]
+            grad_attn[:, ys, xs, :, o] = (g * v[:, ys_src, xs_src]).sum(-1)
+            grad_v[:, ys_src, xs_src].addcmul_(attn[:, ys, xs, :, o, None], g)
+        # softmax backward, then the logits' scale
+        grad_logits = grad_attn.sub_((attn * grad_attn).sum(-1, keepdim=True)).mul_(attn)
+        grad_logits.mul_(ctx.scale)
+        grad_q, grad_k = torch.zeros_like(q), torch.zeros_like(k)
+        for o, ys, ys_src, xs, xs_src in ctx.windows:
+            weight = grad_logits[:, ys, xs, :, o, None]
+            grad_q[:, ys, xs].addcmul_(weight, k[:, ys_src, xs_src])
+            grad_k[:, ys_src, xs_src].addcmul_(weight, q[:, ys, xs])
+        return grad_q, grad_k, grad_v, None, None, None
 
 
 def dilated_local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
@@ -48,30 +117,20 @@ def dilated_local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     Returns:
         ``out``: for position ``p``, ``sum_o softmax_o(scale * q_p . k_{p+o}) v_{p+o}``
         over the offsets ``o`` with ``k_{p+o} = v_{p+o} = 0`` outside the map.
+
+    In eager training without dropout the backward is
+    :class:`_DilatedLocalAttention`'s.
     """
-    if kernel_size % 2 == 0:
-        raise ValueError(f'dilated attention needs an odd kernel_size, got {kernel_size}')
-    b, h, w, heads, _ = q.shape
-    radius = kernel_size // 2
-    shifts = [(i * dilation, j * dilation)
-              for i in range(-radius, radius + 1) for j in range(-radius, radius + 1)]
-    # (offset index, destination rows/cols, source rows/cols); offsets whose
-    # samples all fall outside the map keep the logit 0 and add nothing
-    windows = [(o, *_overlap(h, dy), *_overlap(w, dx)) for o, (dy, dx) in enumerate(shifts)]
-    windows = [win for win in windows if win[1].start < win[1].stop and win[3].start < win[3].stop]
-    logits = q.new_zeros(b, h, w, heads, len(shifts))
-    for o, ys, ys_src, xs, xs_src in windows:
-        logits[:, ys, xs, :, o] = (q[:, ys, xs] * k[:, ys_src, xs_src]).sum(-1)
-    attn = (logits * scale).softmax(dim=-1)
+    if (dropout_p == 0 and torch.is_grad_enabled() and not is_capturing()
+            and any(t.requires_grad for t in (q, k, v))
+            and _get_current_dispatch_mode() is None):
+        result = _DilatedLocalAttention.apply(q, k, v, kernel_size, dilation, scale)
+        return result if out is None else out.copy_(result)
+    num_offsets, windows = _windows(q.shape[1], q.shape[2], kernel_size, dilation)
+    attn = _attention_weights(q, k, num_offsets, windows, scale)
     if dropout_p > 0:
         attn = F.dropout(attn, dropout_p, training=True)
-    if out is None:
-        out = torch.zeros_like(q)
-    else:
-        out.zero_()
-    for o, ys, ys_src, xs, xs_src in windows:
-        out[:, ys, xs].addcmul_(attn[:, ys, xs, :, o, None], v[:, ys_src, xs_src])
-    return out
+    return _aggregate(attn, v, windows, torch.empty_like(q) if out is None else out)
 
 
 def dilated_local_attention_padded(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
