@@ -43,22 +43,35 @@ from .fused import _hooked as _forward_hooked
 
 _ATEN = torch.ops.aten
 
-#: activation type -> ``(act, grad of act(h), h, out) -> grad of h`` written
-#: to ``out`` (which may be the ``grad`` tensor itself: elementwise kernels)
+def _gelu_grad(act: nn.GELU, grad, h, out=None):
+    if out is None:
+        return _ATEN.gelu_backward(grad, h, approximate=act.approximate)
+    return _ATEN.gelu_backward.grad_input(grad, h, approximate=act.approximate, grad_input=out)
+
+
+def _relu_grad(act: nn.ReLU, grad, h, out=None):
+    if out is None:
+        return _ATEN.threshold_backward(grad, h, 0)
+    return _ATEN.threshold_backward.grad_input(grad, h, 0, grad_input=out)
+
+
+def _hardswish_grad(act: nn.Hardswish, grad, h, out=None):
+    return _ATEN.hardswish_backward(grad, h)   # its out variant copies a new tensor
+
+
+#: activation type -> ``(act, grad of act(h), h, out=None) -> grad of h``,
+#: written to ``out`` (which may be ``grad`` itself) where the kernel has a
+#: true out variant, else a new tensor
 ACT_GRADS: dict[type, Callable[..., torch.Tensor]] = {
-    nn.GELU: lambda act, grad, h, out: _ATEN.gelu_backward.grad_input(
-        grad, h, approximate=act.approximate, grad_input=out),
-    nn.ReLU: lambda act, grad, h, out: _ATEN.threshold_backward.grad_input(
-        grad, h, 0, grad_input=out),
-    nn.Hardswish: lambda act, grad, h, out: _ATEN.hardswish_backward.out(grad, h, out=out),
-}
+    nn.GELU: _gelu_grad, nn.ReLU: _relu_grad, nn.Hardswish: _hardswish_grad}
 
 
 def act_grad(act: nn.Module, grad: torch.Tensor, h: torch.Tensor,
              out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The gradient of ``h`` from that of ``act(h)`` (an activation of
-    :data:`ACT_GRADS`), into ``out`` if given (``grad`` itself is allowed)."""
-    return ACT_GRADS[type(act)](act, grad, h, torch.empty_like(h) if out is None else out)
+    :data:`ACT_GRADS`), in ``out`` (``grad`` itself is allowed) where the
+    kernel can write there."""
+    return ACT_GRADS[type(act)](act, grad, h, out)
 
 
 def _hooked(module: nn.Module) -> bool:
