@@ -158,3 +158,11 @@ def test_dilated_attention_gradients_are_autograds(size, kernel, dilation):
     plain = _grads(dilated_local_attention_padded(q, k, v, kernel, dilation, 0.7), [q, k, v])
     for a, b in zip(ours, plain):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_meta_tensors_take_the_plain_path():
+    """Shape-only runs (meta tensors, as the structure checks build) keep
+    the plain convolution: autocast cannot be asked about the meta device."""
+    conv = DepthwiseConv2d(4, 5).to('meta')
+    x = torch.empty(1, 4, 8, 8, device='meta', requires_grad=True)
+    assert conv(x).shape == (1, 4, 8, 8)

@@ -138,10 +138,10 @@ def conv_backward(conv: TokenMapConv2d, grad: torch.Tensor, x: torch.Tensor,
 
 def _autograd_plain(x: torch.Tensor, conv: nn.Module) -> bool:
     """Whether a training forward may run as a custom autograd function:
-    autograd recording, outside autocast (its casts happen in the layers),
+    autograd recording, a CPU or CUDA tensor, outside autocast (its casts happen in the layers),
     no Python dispatch mode (FLOP counters, fake tensors), not traced by
     ``torch.compile`` or an export."""
-    return (torch.is_grad_enabled() and not is_capturing()
+    return (torch.is_grad_enabled() and not is_capturing() and x.device.type in ('cpu', 'cuda')
             and (x.requires_grad or any(p.requires_grad for p in conv.parameters()))
             and not torch.is_autocast_enabled(x.device.type)
             and _get_current_dispatch_mode() is None)

@@ -85,6 +85,7 @@ def can_recompute(x: torch.Tensor, act: nn.Module, *modules: nn.Module) -> bool:
     module docstring for the conditions)."""
     # is_capturing first: under torch.compile the dispatch-mode query is a graph break
     return (torch.is_grad_enabled() and not is_capturing() and type(act) in ACT_GRADS
+            and x.device.type in ('cpu', 'cuda')
             and not getattr(act, 'inplace', False)
             and (x.requires_grad or any(p.requires_grad for m in modules for p in m.parameters()))
             and not torch.is_autocast_enabled(x.device.type)
