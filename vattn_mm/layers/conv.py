@@ -7,9 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from ..utils.tracing import is_capturing, is_exporting
+from ..utils.tracing import eager_autograd, is_exporting
 from .fused import conv_act
 
 _ATEN = torch.ops.aten
@@ -73,7 +72,7 @@ class TokenMapConv2d(nn.Conv2d):
         return x, self.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.own_weight_grad and _autograd_plain(x, self):
+        if self.own_weight_grad and eager_autograd(x, *self.parameters()):
             return _TokenMapConv.apply(x, self.weight, self.bias, self)
         return self._conv_forward(*self._operands(x), self.bias)
 
@@ -134,17 +133,6 @@ def conv_backward(conv: TokenMapConv2d, grad: torch.Tensor, x: torch.Tensor,
     if own:
         grad_w = depthwise_weight_grad(grad, x, conv)
     return grad_in, None if grad_w is None else grad_w.contiguous(), grad_b
-
-
-def _autograd_plain(x: torch.Tensor, conv: nn.Module) -> bool:
-    """Whether a training forward may run as a custom autograd function:
-    autograd recording, a CPU or CUDA tensor, outside autocast (its casts happen in the layers),
-    no Python dispatch mode (FLOP counters, fake tensors), not traced by
-    ``torch.compile`` or an export."""
-    return (torch.is_grad_enabled() and not is_capturing() and x.device.type in ('cpu', 'cuda')
-            and (x.requires_grad or any(p.requires_grad for p in conv.parameters()))
-            and not torch.is_autocast_enabled(x.device.type)
-            and _get_current_dispatch_mode() is None)
 
 
 class _TokenMapConv(torch.autograd.Function):

@@ -20,10 +20,9 @@ from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.registry import MODELS
 from torch import nn
 from torch.autograd.function import once_differentiable
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from ..utils.amp import float32_unless_native
-from ..utils.tracing import is_capturing, is_exporting
+from ..utils.tracing import eager_autograd, is_exporting
 from .export_ops import deform_conv2d_sampled
 from .patch_embed import Size, map_to_tokens
 
@@ -143,12 +142,10 @@ class _GatheredDeformConv(torch.autograd.Function):
 
 
 def _gathered_applies(*tensors: torch.Tensor) -> bool:
-    """Eager CPU training: autograd recording, one dtype, no autocast, no
-    Python dispatch mode (FLOP counters, fake tensors), not traced."""
+    """Eager CPU training (:func:`~vattn_mm.utils.tracing.eager_autograd`) on
+    tensors of one dtype."""
     return (all(t.device.type == 'cpu' and t.dtype == tensors[0].dtype for t in tensors)
-            and torch.is_grad_enabled() and not is_capturing()
-            and any(t.requires_grad for t in tensors)
-            and not torch.is_autocast_enabled('cpu') and _get_current_dispatch_mode() is None)
+            and eager_autograd(*tensors))
 
 
 class BiasedDeformConv2d(nn.Module):

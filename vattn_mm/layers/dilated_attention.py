@@ -18,9 +18,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from ..utils.tracing import is_capturing, is_exporting
+from ..utils.tracing import eager_autograd, is_capturing, is_exporting
 from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
 from .patch_embed import Size
@@ -121,9 +120,7 @@ def dilated_local_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     In eager training without dropout the backward is
     :class:`_DilatedLocalAttention`'s.
     """
-    if (dropout_p == 0 and torch.is_grad_enabled() and not is_capturing()
-            and any(t.requires_grad for t in (q, k, v))
-            and _get_current_dispatch_mode() is None):
+    if dropout_p == 0 and eager_autograd(q, k, v, under_autocast=True):
         result = _DilatedLocalAttention.apply(q, k, v, kernel_size, dilation, scale)
         return result if out is None else out.copy_(result)
     num_offsets, windows = _windows(q.shape[1], q.shape[2], kernel_size, dilation)

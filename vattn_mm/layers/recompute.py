@@ -36,12 +36,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 from torch.nn.modules import module as _module
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from ..utils.tracing import is_capturing
+from ..utils.tracing import eager_autograd
 from .fused import _hooked as _forward_hooked
 
 _ATEN = torch.ops.aten
+
 
 def _gelu_grad(act: nn.GELU, grad, h, out=None):
     if out is None:
@@ -83,13 +83,8 @@ def can_recompute(x: torch.Tensor, act: nn.Module, *modules: nn.Module) -> bool:
     """Whether a custom autograd function that recomputes ``act`` in its
     backward may replace ``act`` and ``modules`` applied to ``x`` (see the
     module docstring for the conditions)."""
-    # is_capturing first: under torch.compile the dispatch-mode query is a graph break
-    return (torch.is_grad_enabled() and not is_capturing() and type(act) in ACT_GRADS
-            and x.device.type in ('cpu', 'cuda')
-            and not getattr(act, 'inplace', False)
-            and (x.requires_grad or any(p.requires_grad for m in modules for p in m.parameters()))
-            and not torch.is_autocast_enabled(x.device.type)
-            and _get_current_dispatch_mode() is None
+    return (type(act) in ACT_GRADS and not getattr(act, 'inplace', False)
+            and eager_autograd(x, *(p for m in modules for p in m.parameters()))
             and not (_hooked(act) or any(_hooked(m) for m in modules)
                      or _module._global_forward_hooks or _module._global_forward_pre_hooks))
 
@@ -149,9 +144,8 @@ def _saved_tensor_hooks_free() -> bool:
 
 def recomputes_norm(x: torch.Tensor, norm: nn.Module) -> bool:
     """Whether :func:`norm_recomputed` applies to ``norm(x)``."""
-    return (type(norm) is nn.LayerNorm and torch.is_grad_enabled() and not is_capturing()
-            and not _hooked(norm) and not torch.is_autocast_enabled(x.device.type)
-            and _get_current_dispatch_mode() is None and _saved_tensor_hooks_free())
+    return (type(norm) is nn.LayerNorm and eager_autograd(x, *norm.parameters())
+            and not _hooked(norm) and _saved_tensor_hooks_free())
 
 
 @contextlib.contextmanager
