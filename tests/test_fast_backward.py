@@ -1,8 +1,9 @@
 """Layers with their own backward for speed: large depthwise convolutions
 (weight gradient as a convolution, ``vattn_mm/layers/conv.py``), LITv2's
-deformable convolution (gathered DCNv1, ``deformable_merging.py``) and
-DilateFormer's dilated attention (``dilated_attention.py``).  Their
-gradients must be those of the plain operators."""
+deformable convolution (gathered DCNv1, ``deformable_merging.py``),
+DilateFormer's dilated attention (``dilated_attention.py``) and the ConvFFN
+over groups of hidden channels (``ffn.py``).  Their gradients must be those
+of the plain operators."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -166,3 +167,58 @@ def test_meta_tensors_take_the_plain_path():
     conv = DepthwiseConv2d(4, 5).to('meta')
     x = torch.empty(1, 4, 8, 8, device='meta', requires_grad=True)
     assert conv(x).shape == (1, 4, 8, 8)
+
+
+def _conv_ffn(pre_act, act, hidden=40):
+    from vattn_mm.layers import ConvFFN
+    torch.manual_seed(0)
+    return ConvFFN(6, hidden, act_cfg=dict(type=act),
+                   pre_act_cfg=pre_act and dict(type=pre_act)).double()
+
+
+@pytest.mark.parametrize('pre_act, act, batch, hw, budget', [
+    ('HSwish', 'HSwish', 1, (7, 9), 1),        # P2T; three uneven channel groups
+    (None, 'GELU', 2, (5, 4), 1),              # PVTv2
+    ('ReLU', 'GELU', 1, (1, 3), 1 << 20),      # PVTv2-li; one group
+])
+def test_grouped_conv_ffn_is_the_plain_ffn(pre_act, act, batch, hw, budget, monkeypatch):
+    """ConvFFN over groups of hidden channels (``vattn_mm/layers/ffn.py``)."""
+    import vattn_mm.layers.ffn as ffn_module
+    monkeypatch.setattr(ffn_module, 'HIDDEN_GROUP_BYTES', budget)
+    ffn = _conv_ffn(pre_act, act)
+    x = torch.randn(batch, hw[0] * hw[1], 6, dtype=torch.double, requires_grad=True)
+    out = ffn(x, hw)
+    assert type(out.grad_fn).__name__ == '_HiddenGroupsConvFFNBackward'
+    ours = _grads(out, [x, *ffn.parameters()])
+    monkeypatch.setattr(ffn_module, 'hidden_groups_apply', lambda *args: False)
+    plain = _grads(ffn(x, hw), [x, *ffn.parameters()])
+    for a, b in zip(ours, plain):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_grouped_conv_ffn_with_frozen_parts(monkeypatch):
+    """Only the gradients asked for, each still the plain FFN's."""
+    import vattn_mm.layers.ffn as ffn_module
+    monkeypatch.setattr(ffn_module, 'HIDDEN_GROUP_BYTES', 1)
+    ffn = _conv_ffn('HSwish', 'HSwish')
+    ffn.fc1.requires_grad_(False)
+    ffn.dwconv.bias.requires_grad_(False)
+    x = torch.randn(2, 12, 6, dtype=torch.double)
+    trained = [p for p in ffn.parameters() if p.requires_grad]
+    out = ffn(x, (3, 4))
+    assert type(out.grad_fn).__name__ == '_HiddenGroupsConvFFNBackward'
+    ours = _grads(out, trained)
+    monkeypatch.setattr(ffn_module, 'hidden_groups_apply', lambda *args: False)
+    for a, b in zip(ours, _grads(ffn(x, (3, 4)), trained)):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+def test_hidden_groups_cover_the_channels_within_the_budget():
+    from vattn_mm.layers.ffn import hidden_groups
+    for tokens, hidden, budget in [(16384, 512, 8 << 20), (67200, 512, 8 << 20),
+                                   (100, 40, 1), (10, 7, 1 << 20)]:
+        groups = hidden_groups(tokens, hidden, 4, budget)
+        assert [c for g in groups for c in range(hidden)[g]] == list(range(hidden))
+        widths = {g.stop - g.start for g in groups}
+        assert max(widths) - min(widths) <= 1
+        assert max(widths) * tokens * 4 <= budget or max(widths) <= 16
