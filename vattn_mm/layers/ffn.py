@@ -4,12 +4,11 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
+import torch.nn.functional as F
 from mmcv.cnn import build_activation_layer
 from mmengine.registry import MODELS
 from torch import nn
-
 from torch.autograd.function import once_differentiable
-from torch.nn import functional as F
 
 from ..utils.tracing import is_capturing
 from . import recompute
