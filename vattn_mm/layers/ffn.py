@@ -215,13 +215,15 @@ class _HiddenGroupsConvFFN(torch.autograd.Function):
         return (None if gx is None else gx.view_as(x), gw1, gb1, gwd, gbd,
                 None if gw2 is None else gw2.t().contiguous(), gb2, None, None)
 
+
 def _as_map(tokens: torch.Tensor, batch: int, hw: Size) -> torch.Tensor:
     """(B * N, C) tokens -> (B, C, H, W) channels-last view."""
-    return tokens.view(batch, *hw, tokens.shape[-1]).permute(0, 3, 1, 2)
+    return tokens_to_map(tokens.view(batch, -1, tokens.shape[-1]), hw)
 
 
 def _as_tokens(x: torch.Tensor) -> torch.Tensor:
-    return x.permute(0, 2, 3, 1).reshape(-1, x.shape[1])
+    """(B, C, H, W) map -> (B * N, C) tokens."""
+    return map_to_tokens(x)[0].reshape(-1, x.shape[1])
 
 
 def _dwconv(ffn: ConvFFN, x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
