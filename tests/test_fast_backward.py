@@ -176,16 +176,20 @@ def _conv_ffn(pre_act, act, hidden=40):
                    pre_act_cfg=pre_act and dict(type=pre_act)).double()
 
 
-@pytest.mark.parametrize('pre_act, act, batch, hw, budget', [
-    ('HSwish', 'HSwish', 1, (7, 9), 1),        # P2T; three uneven channel groups
-    (None, 'GELU', 2, (5, 4), 1),              # PVTv2
-    ('ReLU', 'GELU', 1, (1, 3), 1 << 20),      # PVTv2-li; one group
+@pytest.mark.parametrize('pre_act, act, batch, hw, budget, kernel', [
+    ('HSwish', 'HSwish', 1, (7, 9), 1, 3),        # P2T; three uneven channel groups
+    (None, 'GELU', 2, (5, 4), 1, 3),              # PVTv2
+    ('ReLU', 'GELU', 1, (1, 3), 1 << 20, 3),      # PVTv2-li; one group
+    (None, 'GELU', 2, (6, 7), 1, 5),              # own depthwise weight gradient per group
 ])
-def test_grouped_conv_ffn_is_the_plain_ffn(pre_act, act, batch, hw, budget, monkeypatch):
+def test_grouped_conv_ffn_is_the_plain_ffn(pre_act, act, batch, hw, budget, kernel, monkeypatch):
     """ConvFFN over groups of hidden channels (``vattn_mm/layers/ffn.py``)."""
     import vattn_mm.layers.ffn as ffn_module
     monkeypatch.setattr(ffn_module, 'HIDDEN_GROUP_BYTES', budget)
     ffn = _conv_ffn(pre_act, act)
+    if kernel != 3:
+        ffn.dwconv = DepthwiseConv2d(40, kernel).double()
+        assert ffn.dwconv.own_weight_grad
     x = torch.randn(batch, hw[0] * hw[1], 6, dtype=torch.double, requires_grad=True)
     out = ffn(x, hw)
     assert type(out.grad_fn).__name__ == '_HiddenGroupsConvFFNBackward'

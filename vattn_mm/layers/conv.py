@@ -105,15 +105,16 @@ class DepthwiseConv2d(TokenMapConv2d):
 def depthwise_weight_grad(grad: torch.Tensor, x: torch.Tensor,
                           conv: nn.Conv2d) -> torch.Tensor:
     """The weight gradient of depthwise ``conv`` at input ``x`` and output
-    gradient ``grad``: per channel, the correlation of the input with the
-    output gradient, which is itself a depthwise convolution of ``x`` with
-    ``grad`` as the kernel (stride and dilation trade places; the result is
-    cut to the kernel size).  One per sample, summed."""
+    gradient ``grad`` (of all its channels or of a slice): per channel, the
+    correlation of the input with the output gradient, which is itself a
+    depthwise convolution of ``x`` with ``grad`` as the kernel (stride and
+    dilation trade places; the result is cut to the kernel size).  One per
+    sample, summed."""
     kh, kw = conv.kernel_size
     total = None
     for b in range(x.shape[0]):
         corr = F.conv2d(x[b:b + 1], grad[b].unsqueeze(1), None, conv.dilation, conv.padding,
-                        conv.stride, conv.groups)[0, :, :kh, :kw]
+                        conv.stride, x.shape[1])[0, :, :kh, :kw]
         total = corr if total is None else total + corr
     return total.unsqueeze(1).contiguous()
 
@@ -124,11 +125,15 @@ def conv_backward(conv: TokenMapConv2d, grad: torch.Tensor, x: torch.Tensor,
     ``needs`` says no) at its operands ``x``, ``weight``
     (:meth:`TokenMapConv2d._operands`): aten's convolution backward, with
     the weight gradient from :func:`depthwise_weight_grad` where the layer
-    says so (:attr:`TokenMapConv2d.own_weight_grad`)."""
+    says so (:attr:`TokenMapConv2d.own_weight_grad`).  A depthwise ``conv``
+    may be given a slice of its channels (``x`` and ``weight`` of those
+    channels only)."""
     own = conv.own_weight_grad and needs[1]
+    channels = weight.shape[0]
+    groups = channels if conv.groups == conv.in_channels == conv.out_channels else conv.groups
     grad_in, grad_w, grad_b = _ATEN.convolution_backward(
-        grad, x, weight, None if conv.bias is None else [conv.out_channels], conv.stride,
-        conv.padding, conv.dilation, False, [0, 0], conv.groups,
+        grad, x, weight, None if conv.bias is None else [channels], conv.stride,
+        conv.padding, conv.dilation, False, [0, 0], groups,
         [needs[0], needs[1] and not own, needs[2]])
     if own:
         grad_w = depthwise_weight_grad(grad, x, conv)

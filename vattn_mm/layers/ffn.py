@@ -12,12 +12,11 @@ from torch.autograd.function import once_differentiable
 
 from ..utils.tracing import is_capturing
 from . import recompute
-from .conv import DepthwiseConv2d, _channels_last_weight
+from .conv import DepthwiseConv2d, _channels_last_weight, conv_backward
 from .fused import linear_act
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 from .recompute import act_grad, act_linear
 
-_ATEN = torch.ops.aten
 
 
 @MODELS.register_module()
@@ -135,15 +134,14 @@ def hidden_groups(tokens: int, hidden: int, itemsize: int, budget: int) -> list[
 
 def hidden_groups_apply(ffn: ConvFFN, x: torch.Tensor) -> bool:
     """Whether the grouped training path stands in for ``ffn``'s modules:
-    plain ``nn.Linear`` projections, the 3x3 stride-1 depthwise conv,
+    plain ``nn.Linear`` projections, a stride-1 channels-last depthwise conv,
     activations with a listed gradient
     (:data:`~vattn_mm.layers.recompute.ACT_GRADS`, or no ``pre_act``), no
     active dropout, no hooks and eager autograd
     (:func:`~vattn_mm.layers.recompute.recomputes_act`)."""
     conv, parts = ffn.dwconv, (ffn.fc1, ffn.dwconv, ffn.pre_act)
     return (x.dim() == 3 and type(ffn.fc1) is nn.Linear and type(conv) is DepthwiseConv2d
-            and not conv.own_weight_grad and conv.stride == (1, 1)
-            and conv.padding_mode == 'zeros' and not isinstance(conv.padding, str)
+            and conv.channels_last and conv.stride == (1, 1) and conv.padding_mode == 'zeros' and not isinstance(conv.padding, str)
             and (type(ffn.pre_act) is nn.Identity
                  or recompute.can_recompute(x, ffn.pre_act, *parts))
             and recompute.can_recompute(x, ffn.act, *parts)
@@ -237,9 +235,8 @@ def _dwconv(ffn: ConvFFN, x: torch.Tensor, weight: torch.Tensor, bias: Optional[
 
 def _dwconv_backward(ffn: ConvFFN, grad: torch.Tensor, x: torch.Tensor, weight: torch.Tensor,
                      batch: int, hw: Size, needs: tuple[bool, bool, bool]) -> tuple:
-    conv = ffn.dwconv
-    grad_in, grad_w, grad_b = _ATEN.convolution_backward(
-        _as_map(grad, batch, hw), _as_map(x, batch, hw), _channels_last_weight(weight),
-        None if conv.bias is None else [weight.shape[0]], conv.stride, conv.padding,
-        conv.dilation, False, [0, 0], weight.shape[0], list(needs))
+    """:func:`~vattn_mm.layers.conv.conv_backward` of :func:`_dwconv`."""
+    grad_in, grad_w, grad_b = conv_backward(ffn.dwconv, _as_map(grad, batch, hw),
+                                            _as_map(x, batch, hw),
+                                            _channels_last_weight(weight), needs)
     return None if grad_in is None else _as_tokens(grad_in), grad_w, grad_b
