@@ -18,7 +18,6 @@ from .patch_embed import Size, map_to_tokens, tokens_to_map
 from .recompute import act_grad, act_linear
 
 
-
 @MODELS.register_module()
 class MLP(nn.Module):
     """``fc1 -> act -> drop -> fc2 -> drop`` over tokens (the ViT FFN); called
@@ -141,7 +140,8 @@ def hidden_groups_apply(ffn: ConvFFN, x: torch.Tensor) -> bool:
     (:func:`~vattn_mm.layers.recompute.recomputes_act`)."""
     conv, parts = ffn.dwconv, (ffn.fc1, ffn.dwconv, ffn.pre_act)
     return (x.dim() == 3 and type(ffn.fc1) is nn.Linear and type(conv) is DepthwiseConv2d
-            and conv.channels_last and conv.stride == (1, 1) and conv.padding_mode == 'zeros' and not isinstance(conv.padding, str)
+            and conv.channels_last and conv.stride == (1, 1)
+            and conv.padding_mode == 'zeros' and not isinstance(conv.padding, str)
             and (type(ffn.pre_act) is nn.Identity
                  or recompute.can_recompute(x, ffn.pre_act, *parts))
             and recompute.can_recompute(x, ffn.act, *parts)
