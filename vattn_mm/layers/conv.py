@@ -52,9 +52,8 @@ class TokenMapConv2d(nn.Conv2d):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        depthwise = self.groups == self.in_channels == self.out_channels
         kernel = max(self.kernel_size)
-        large_depthwise = depthwise and kernel > CHANNELS_LAST_MAX_DEPTHWISE_KERNEL
+        large_depthwise = self.depthwise and kernel > CHANNELS_LAST_MAX_DEPTHWISE_KERNEL
         self.channels_last = kernel > 1 and not large_depthwise
         self.nchw = large_depthwise
 
@@ -77,11 +76,17 @@ class TokenMapConv2d(nn.Conv2d):
         return self._conv_forward(*self._operands(x), self.bias)
 
     @property
+    def depthwise(self) -> bool:
+        """Whether every channel is convolved on its own (``groups`` equal
+        to the input and output channels)."""
+        return self.groups == self.in_channels == self.out_channels
+
+    @property
     def own_weight_grad(self) -> bool:
         """Whether :func:`conv_backward` computes this layer's weight
         gradient itself (:func:`depthwise_weight_grad`)."""
-        return (self.groups == self.in_channels == self.out_channels
-                and self.padding_mode == 'zeros' and not isinstance(self.padding, str)
+        return (self.depthwise and self.padding_mode == 'zeros'
+                and not isinstance(self.padding, str)
                 and max(self.kernel_size) >= DEPTHWISE_WEIGHT_GRAD_MIN_KERNEL)
 
     def forward_act(self, x: torch.Tensor, act: nn.Module) -> torch.Tensor:
@@ -130,7 +135,7 @@ def conv_backward(conv: TokenMapConv2d, grad: torch.Tensor, x: torch.Tensor,
     channels only)."""
     own = conv.own_weight_grad and needs[1]
     channels = weight.shape[0]
-    groups = channels if conv.groups == conv.in_channels == conv.out_channels else conv.groups
+    groups = channels if conv.depthwise else conv.groups
     grad_in, grad_w, grad_b = _ATEN.convolution_backward(
         grad, x, weight, None if conv.bias is None else [channels], conv.stride,
         conv.padding, conv.dilation, False, [0, 0], groups,
