@@ -383,6 +383,27 @@ def test_part_peaks_keep_the_whole_peak():
         assert 90 < peak['mixer'] < 110 and 90 < peak['total'] < 110, peak
 
 
+FREED_FIRST_PROBE = PARTS_PROBE.split('big, small =')[0] + """
+held = [torch.ones(48 * 2**18)]             # 48 MiB resident before the step
+
+def step():
+    held.clear()                            # the step frees it first: 48 MiB lower
+    model(torch.zeros(1))
+
+model = nn.Sequential(Transient(32))        # 32 MiB above its start, 16 below the step's
+peak, parts = peaks_of(step, 'cpu', dict(mixer=list(model)))
+print(json.dumps(dict(total=peak.bytes / 2**20, mixer=parts['mixer'], method=peak.method)))
+"""
+
+
+def test_part_peak_is_counted_from_the_step_start_at_least():
+    """A part that runs after the step freed memory it held on entry is
+    counted from the step's entry level: never above the step's own peak."""
+    peak = _memory_probe(FREED_FIRST_PROBE)
+    if peak['method'] == 'VmHWM':
+        assert peak['mixer'] <= peak['total'] < 1, peak
+
+
 def test_peak_memory_refuses_a_process_without_mmap_malloc(monkeypatch):
     """Started without the malloc settings, glibc's free heap chunks would
     count as resident: PeakMemory says so instead of overstating."""

@@ -535,7 +535,10 @@ def peaks_of(step: Callable[[], None], device: str, parts: dict
 class _PartPeaks:
     """Per name of ``parts`` (name -> modules): the largest peak (MiB) of
     one of its modules' forwards above the memory in use when that forward
-    starts (``.mib``).  Each part's meter lowers the high-water mark when it
+    starts, or when the enclosing measurement started if that is more
+    (``.mib``): memory the step frees from before it started (heap trimmed,
+    garbage collected) is not counted as the part's, so no part's peak is
+    above the step's.  Each part's meter lowers the high-water mark when it
     starts, which forgets the peak so far: :attr:`highest` keeps the highest
     absolute mark read before every such reset and at every part's end, for
     the enclosing measurement."""
@@ -554,6 +557,7 @@ class _PartPeaks:
                 def enter(module, args, meter=meter):
                     self.highest = max(self.highest, self.outer.absolute_peak())
                     meter.__enter__()
+                    meter.base = max(meter.base, self.outer.base)
 
                 def leave(module, args, output, name=name, meter=meter):
                     meter.__exit__(None, None, None)
