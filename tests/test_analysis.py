@@ -404,6 +404,42 @@ def test_part_peak_is_counted_from_the_step_start_at_least():
         assert peak['mixer'] <= peak['total'] < 1, peak
 
 
+KEEPER_PROBE = """
+import json, torch
+from torch import nn
+from benchlib import Case, measure
+from vattn_mm.analysis import Target
+
+class Keeper(nn.Module):
+    # allocates a 64 MiB workspace in its first step and keeps it
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(1))
+        self.workspace = None
+    def forward(self, x):
+        if self.workspace is None:
+            self.workspace = torch.ones(64 * 2**18)
+        return x * self.weight + self.workspace[:1]
+
+def build(name, with_cp=False, device='cpu'):
+    model = Keeper()
+    return Target(name, model, model)
+
+print(json.dumps(measure(Case('keeper', (8, 8), 'train', builder='__main__:build'), ('memory', ))))
+"""
+
+
+def test_training_peak_counts_memory_kept_between_steps():
+    """A layer that keeps a buffer from its first step on: the reported peak
+    is the memory held since the model was built plus a steady step's own
+    peak, so the 64 MiB count (a steady step's peak alone would miss them)."""
+    out = _memory_probe(KEEPER_PROBE)
+    if out['memory_method'] == 'VmHWM':
+        assert 60 < out['held_mib'] < 70 and out['step_peak_mib'] < 8, out
+        assert out['peak_mib'] == pytest.approx(out['held_mib'] + out['step_peak_mib'])
+        assert 60 < out['first_peak_mib'] < 75, out
+
+
 def test_peak_memory_refuses_a_process_without_mmap_malloc(monkeypatch):
     """Started without the malloc settings, glibc's free heap chunks would
     count as resident: PeakMemory says so instead of overstating."""

@@ -13,17 +13,21 @@ each with its own model):
   machine's matmul peak (GFLOP/s, best of 5);
 * ``iters`` timed iterations (synchronised on CUDA) with the allocator as
   users have it; the reported latency is their median;
-* the peak memory comes from one iteration (after the warm-up) measured by
-  :class:`PeakMemory`: on CUDA ``torch.cuda.max_memory_allocated``; on CPU in
-  a second fresh interpreter started with :data:`MMAP_MALLOC_ENV` (glibc
-  serves every block over 64 KiB with ``mmap`` and unmaps it on ``free``, so
-  the process's high-water mark ``VmHWM`` follows the live tensors; timing
-  in that mode would add a page fault per page of every large temporary,
-  which is why time and memory come from separate processes).  Reported:
-  the high-water mark during the iteration minus the memory before it
-  (weights, input and allocator caches excluded, every transient buffer and,
-  for training, the gradients included: the previous step's are freed
-  before the measurement starts).
+* the peak memory is what the process pays, measured by
+  :class:`PeakMemory` and :func:`resident_bytes`: on CUDA
+  ``torch.cuda.max_memory_allocated``; on CPU in a second fresh interpreter
+  started with :data:`MMAP_MALLOC_ENV` (glibc serves every block over 64 KiB
+  with ``mmap`` and unmaps it on ``free``, so the process's resident size and
+  high-water mark ``VmHWM`` follow the live tensors; timing in that mode
+  would add a page fault per page of every large temporary, which is why
+  time and memory come from separate processes).  Reported: the memory the
+  process still holds after the warm-up iterations above what it held once
+  the model and input were built (buffers, caches and workspaces kept
+  between iterations; the gradients are freed first, as ``zero_grad`` does
+  at the next step's start), plus the high-water mark of one steady
+  iteration above its start (every transient buffer and, for training, the
+  gradients included); the first iteration's peak is reported beside it
+  (:func:`measure`).
 
 Modes: ``fwd`` = eval-mode forward under ``torch.no_grad``; ``train`` =
 train-mode forward + backward of the sum of the outputs (no optimizer step);
@@ -54,6 +58,7 @@ is taken as 3x the forward MACs (backward = 2x forward).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import json
 import math
@@ -126,6 +131,12 @@ class Measurement:
     #: eager ``fwd``: peak of each of the target's ``parts`` during its own
     #: forward, inside the measured iteration (MiB)
     part_peaks_mib: Optional[dict] = None
+    #: what :func:`measure` reports beside ``peak_mib`` (= held + step peak):
+    #: memory kept between iterations, a steady iteration's own peak, the
+    #: first iteration's peak (MiB)
+    held_mib: Optional[float] = None
+    step_peak_mib: Optional[float] = None
+    first_peak_mib: Optional[float] = None
 
 
 @dataclass
@@ -141,13 +152,19 @@ class Row:
     runtime: str = 'eager'
     fwd_ms: Optional[float] = None
     img_per_s: Optional[float] = None
+    #: what the process pays: memory held between iterations + one's peak
     fwd_peak_mib: Optional[float] = None
+    #: the part of ``fwd_peak_mib`` held between iterations
+    fwd_held_mib: Optional[float] = None
     #: largest forward peak of one of the target's token mixers (its ``mixer``
     #: part), where it names them
     fwd_mixer_peak_mib: Optional[float] = None
     fwd_frac_peak: Optional[float] = None
     train_ms: Optional[float] = None
     train_peak_mib: Optional[float] = None
+    train_held_mib: Optional[float] = None
+    #: the first training step's peak above the built model
+    train_first_peak_mib: Optional[float] = None
     train_frac_peak: Optional[float] = None
     train_cp_ms: Optional[float] = None
     train_cp_peak_mib: Optional[float] = None
@@ -211,6 +228,21 @@ def _reset_cpu_peak() -> tuple[int, str]:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, 'ru_maxrss'
+
+
+def resident_bytes(device: str = 'cpu') -> int:
+    """Memory the process holds now: on CUDA the tensors allocated
+    (``torch.cuda.memory_allocated``), on CPU the resident size (``VmRSS``;
+    it follows the live tensors in a process started with
+    :data:`MMAP_MALLOC_ENV`)."""
+    if str(device).startswith('cuda'):
+        import torch
+        torch.cuda.synchronize()
+        return torch.cuda.memory_allocated()
+    rss = _proc_status_kib('VmRSS')
+    if rss is None:
+        raise RuntimeError('the resident size cannot be read (/proc/self/status has no VmRSS)')
+    return rss * 1024
 
 
 def _cpu_peak(method: str) -> int:
@@ -476,47 +508,69 @@ def _timed(step: Callable[[], None], device: str) -> float:
 def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
     """Measure ``parts`` of ``case`` in this process (meant to be a fresh
     one): ``'time'`` gives latency, matmul peak and threads (for
-    ``train_cp`` also the paired time ratio), ``'memory'`` the peak (on CPU
-    only in a process started with :data:`MMAP_MALLOC_ENV`)."""
+    ``train_cp`` also the paired time ratio), ``'memory'`` what the process
+    pays (on CPU only in a process started with :data:`MMAP_MALLOC_ENV`):
+
+    * ``first_peak_mib``: the first iteration's peak above the memory held
+      once the model and its input were built;
+    * ``held_mib``: what the process still holds after the warm-up
+      iterations, with the gradients freed (as at the start of the next
+      step), above that same mark: buffers, caches and workspaces that
+      outlive a step;
+    * ``step_peak_mib``: a steady-state iteration's own peak above what it
+      started with;
+    * ``peak_mib`` = ``held_mib + step_peak_mib``, the figure reported as
+      the peak.
+    """
     import torch
     if case.threads:
         torch.set_num_threads(case.threads)
+    memory = 'memory' in parts
     steps = _step_fn(case)
     model, step = steps.model, steps.step
-    paired = case.mode == 'train_cp' and 'time' in parts
-    plain = _plain_twin(case, model) if paired else None
     out: dict[str, Any] = dict(threads=torch.get_num_threads())
-    first = _timed(step, case.device)          # a compiling runtime compiles here
-    if plain is not None:
-        plain()
+    built = resident_bytes(case.device) if memory else 0
+    with PeakMemory(case.device) if memory else contextlib.nullcontext() as first_peak:
+        first = _timed(step, case.device)      # a compiling runtime compiles here
     if _runtime(case.runtime).compiles and 'time' in parts:
         out['compile_s'] = first
     for _ in range(max(case.warmup, 1) - 1):
         step()
-        if plain is not None:
-            plain()
-    _sync(case.device)
-    if 'time' in parts and case.mode == 'fwd' and (case.dtype, case.runtime) != ('fp32', 'eager'):
-        out['max_dev'] = steps.deviation()
-    if 'time' in parts:
-        out['mm_gflops'] = matmul_gflops(case.device, case.dtype)
-        times, ratios = [], []
-        for _ in range(case.iters):
-            plain_time = _timed(plain, case.device) if plain is not None else None
-            times.append(_timed(step, case.device))
-            if plain_time is not None:
-                ratios.append(times[-1] / plain_time)
-        out.update(latency_ms=statistics.median(times) * 1e3, load1=os.getloadavg()[0])
-        if ratios:
-            out['cp_time_ratio'] = statistics.median(ratios)
-    if 'memory' in parts:
-        plain = None                # the plain twin's weights and gradients go first
-        model.zero_grad(set_to_none=True)  # the step's gradients count in its peak
-        parts = steps.parts if case.mode == 'fwd' else {}
-        peak, part_mib = peaks_of(step, case.device, parts)
-        out.update(peak_mib=peak.bytes / 2**20, memory_method=peak.method)
+    if memory:
+        out['first_peak_mib'] = (first_peak.base + first_peak.bytes - built) / 2**20
+        model.zero_grad(set_to_none=True)      # the step's gradients count in its peak
+        held = resident_bytes(case.device) - built
+        peak, part_mib = peaks_of(step, case.device, steps.parts if case.mode == 'fwd' else {})
+        out.update(held_mib=held / 2**20, step_peak_mib=peak.bytes / 2**20,
+                   peak_mib=(held + peak.bytes) / 2**20, memory_method=peak.method)
         if part_mib:
             out['part_peaks_mib'] = part_mib
+    if 'time' in parts:
+        out.update(_timing(case, steps))
+    return out
+
+
+def _timing(case: Case, steps: Steps) -> dict:
+    """Latency (median of ``case.iters`` iterations), the matmul peak and,
+    for ``train_cp``, the paired time ratio against a plain twin (warmed up
+    here); in ``fwd`` mode other than eager fp32 also ``max_dev``."""
+    out: dict[str, Any] = {}
+    plain = _plain_twin(case, steps.model) if case.mode == 'train_cp' else None
+    for _ in range(max(case.warmup, 1) if plain is not None else 0):
+        plain()
+    _sync(case.device)
+    if case.mode == 'fwd' and (case.dtype, case.runtime) != ('fp32', 'eager'):
+        out['max_dev'] = steps.deviation()
+    out['mm_gflops'] = matmul_gflops(case.device, case.dtype)
+    times, ratios = [], []
+    for _ in range(case.iters):
+        plain_time = _timed(plain, case.device) if plain is not None else None
+        times.append(_timed(steps.step, case.device))
+        if plain_time is not None:
+            ratios.append(times[-1] / plain_time)
+    out.update(latency_ms=statistics.median(times) * 1e3, load1=os.getloadavg()[0])
+    if ratios:
+        out['cp_time_ratio'] = statistics.median(ratios)
     return out
 
 
@@ -644,6 +698,11 @@ def run_case(case: Case, timeout: Optional[float] = None,
                         lambda parts, env: _run_worker(case, parts, env, timeout))
 
 
+#: what a CPU memory process reports
+_MEMORY_KEYS = ('peak_mib', 'memory_method', 'part_peaks_mib', 'held_mib', 'step_peak_mib',
+                'first_peak_mib')
+
+
 def _measurement(case: Case, memory: bool,
                  ask: Callable[[tuple, dict], dict]) -> Measurement:
     """The processes a case needs, each asked by ``ask(parts, env)``: time
@@ -655,8 +714,7 @@ def _measurement(case: Case, memory: bool,
         return Measurement(**ask(('time', 'memory'), dict(os.environ)))
     timed = ask(('time', ), dict(os.environ))
     peak = ask(('memory', ), memory_worker_env())
-    return Measurement(**{**timed, **{k: peak[k] for k in ('peak_mib', 'memory_method',
-                                                            'part_peaks_mib') if k in peak}})
+    return Measurement(**{**timed, **{k: peak[k] for k in _MEMORY_KEYS if k in peak}})
 
 
 class CaseWorkers:
@@ -818,11 +876,13 @@ def fill_row(row: Row, mode: str, m: Measurement) -> None:
     frac = 2 * factor * row.gmacs / (m.latency_ms / 1e3) / m.mm_gflops
     if mode == 'fwd':
         row.fwd_ms, row.fwd_peak_mib, row.fwd_frac_peak = m.latency_ms, m.peak_mib, frac
+        row.fwd_held_mib = m.held_mib
         row.img_per_s = 1e3 / m.latency_ms
         row.fwd_mixer_peak_mib = (m.part_peaks_mib or {}).get('mixer')
         row.fwd_compile_s, row.max_dev = m.compile_s, m.max_dev
     elif mode == 'train':
         row.train_ms, row.train_peak_mib, row.train_frac_peak = m.latency_ms, m.peak_mib, frac
+        row.train_held_mib, row.train_first_peak_mib = m.held_mib, m.first_peak_mib
         row.train_compile_s = m.compile_s
     else:
         row.train_cp_ms, row.train_cp_peak_mib = m.latency_ms, m.peak_mib
@@ -835,8 +895,9 @@ def fill_row(row: Row, mode: str, m: Measurement) -> None:
 # ---------------------------------------------------------------- reporting
 _COLUMNS = [f.name for f in fields(Row)]
 #: the per-mode measurements of a row
-_MEASURED = ('fwd_ms', 'img_per_s', 'fwd_peak_mib', 'fwd_mixer_peak_mib', 'fwd_frac_peak',
-             'train_ms', 'train_peak_mib', 'train_frac_peak', 'train_cp_ms', 'train_cp_peak_mib',
+_MEASURED = ('fwd_ms', 'img_per_s', 'fwd_peak_mib', 'fwd_held_mib', 'fwd_mixer_peak_mib',
+             'fwd_frac_peak', 'train_ms', 'train_peak_mib', 'train_held_mib',
+             'train_first_peak_mib', 'train_frac_peak', 'train_cp_ms', 'train_cp_peak_mib',
              'cp_time_ratio', 'fwd_compile_s', 'train_compile_s', 'max_dev')
 _MD = [('target', 'model', '{}'), ('shape', 'input', '{}'),
        ('runtime', 'runtime', '{}'), ('dtype', 'dtype', '{}'),
@@ -845,10 +906,12 @@ _MD = [('target', 'model', '{}'), ('shape', 'input', '{}'),
        ('fwd_vs_eager', 'fwd vs eager', '{:.2f}x'), ('fwd_vs_fp32', 'fwd vs fp32', '{:.2f}x'),
        ('max_dev', 'max dev vs fp32 eager', '{:.1e}'),
        ('fwd_compile_s', 'fwd compile (s)', '{:.1f}'),
-       ('fwd_peak_mib', 'fwd peak (MiB)', '{:.0f}'),
+       ('fwd_peak_mib', 'fwd peak (MiB)', '{:.0f}'), ('fwd_held_mib', 'fwd held (MiB)', '{:.0f}'),
        ('fwd_mixer_peak_mib', 'mixer fwd peak (MiB)', '{:.0f}'),
        ('fwd_frac_peak', 'fwd % of matmul peak', '{:.0%}'),
        ('train_ms', 'train step (ms)', '{:.0f}'), ('train_peak_mib', 'train peak (MiB)', '{:.0f}'),
+       ('train_held_mib', 'train held (MiB)', '{:.0f}'),
+       ('train_first_peak_mib', '1st step peak (MiB)', '{:.0f}'),
        ('train_frac_peak', 'train % of matmul peak', '{:.0%}'),
        ('train_vs_eager', 'train vs eager', '{:.2f}x'),
        ('train_vs_fp32', 'train vs fp32', '{:.2f}x'),

@@ -16,9 +16,12 @@ the machine's matmul peak of backbones or whole configs at several input sizes.
 Batch 1.  Each (model, size, mode) runs in fresh processes: one times it
 (warm-up, then ``--iters`` timed iterations, median reported; the matmul peak
 is ``torch.mm`` 2048x2048 GFLOP/s measured in the same process), another (on
-CUDA the same one) measures the peak memory of one iteration minus the memory
-before it (CPU: VmHWM after a ``/proc/self/clear_refs`` reset, glibc set to
-unmap freed blocks; CUDA: ``max_memory_allocated``).  Writes ``<out-dir>/<name>.csv``,
+CUDA the same one) measures what the process pays: the memory it still holds
+after the warm-up iterations above what it held once the model was built
+(caches, buffers kept between steps; gradients freed) plus one steady
+iteration's peak above its start, with the first iteration's peak beside it
+(CPU: VmRSS and VmHWM after a ``/proc/self/clear_refs`` reset, glibc set to
+unmap freed blocks; CUDA: ``memory_allocated`` / ``max_memory_allocated``).  Writes ``<out-dir>/<name>.csv``,
 ``.md`` and ``.png`` (throughput, memory and fraction of peak vs input size).
 Several ``--runtime`` (eager, compile: ``torch.compile`` with inductor, compile
 time reported apart) and ``--dtype`` values measure every case under each;
