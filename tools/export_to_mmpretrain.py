@@ -21,6 +21,7 @@ branches; FocalNet: the release's focal windows and conv-stem padding 2).
 import argparse
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import vattn_mm  # noqa: F401  (registers the backbones)
 from vattn_mm.backbones import released_families
@@ -28,13 +29,14 @@ from vattn_mm.checkpoint import CheckpointError
 from vattn_mm.checkpoint.convert import parse_arch_arg
 from vattn_mm.checkpoint.export import (export_official, export_trained,
                                         write_export)
+from vattn_mm.utils import is_url
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog='\n'.join(__doc__.splitlines()[1:]))
-    parser.add_argument('src', help='checkpoint to export')
+    parser.add_argument('src', help='checkpoint to export (file or http(s) URL)')
     parser.add_argument('--config', help='the config SRC was trained with (vattn-mm checkpoints)')
     parser.add_argument('--family', choices=sorted(released_families()), help='official checkpoints')
     parser.add_argument('--arch', type=parse_arch_arg,
@@ -59,7 +61,8 @@ def main(argv=None) -> None:
         export = export_trained(args.src, args.config, args.num_classes or 1000)
     else:
         export = export_official(args.src, args.family, args.arch, args.num_classes)
-    name = args.name or f'{Path(args.src).stem}_mmpretrain'
+    src_path = urlsplit(args.src).path if is_url(args.src) else args.src
+    name = args.name or f'{Path(src_path).stem}_mmpretrain'
     cfg_path, ckpt_path = write_export(export, args.out_dir, name, args.overwrite, args.src)
     print(f'config:     {cfg_path}\ncheckpoint: {ckpt_path} ({len(export.state_dict)} tensors, '
           f'{"with" if export.has_head else "without"} the ImageNet head)')

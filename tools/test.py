@@ -20,7 +20,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from vattn_mm.utils import trust_checkpoint
+from vattn_mm.utils import is_url, trust_checkpoint
 from vattn_mm.utils.launch import (distributed_teardown, enable_visualization, load_config,
                                    require_exact_checkpoint, setup_distributed, use_protections)
 
@@ -37,11 +37,12 @@ def _json_value(value):
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Test a detector, segmentor or classifier')
     parser.add_argument('config', help='config file')
-    parser.add_argument('checkpoint', help='checkpoint file')
+    parser.add_argument('checkpoint', help='checkpoint file or http(s) URL')
     parser.add_argument('--work-dir', help='output folder (default: work_dirs/<config name>)')
     parser.add_argument('--show-dir', help='save visualised predictions in this folder')
     parser.add_argument('--trust-checkpoint', action='store_true',
-                        help='allow full unpickling of CHECKPOINT (only for a trusted source)')
+                        help='allow full unpickling of CHECKPOINT (file or URL; only for a '
+                             'trusted source)')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,
                         help='override config entries')
     parser.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
@@ -54,7 +55,7 @@ def parse_args() -> argparse.Namespace:
 @record  # a failing rank's traceback shows in torchrun's summary
 def main() -> None:
     args = parse_args()
-    if not osp.isfile(args.checkpoint):
+    if not is_url(args.checkpoint) and not osp.isfile(args.checkpoint):
         raise FileNotFoundError(f'checkpoint not found: {args.checkpoint}')
     if args.trust_checkpoint:
         trust_checkpoint(args.checkpoint)

@@ -28,14 +28,15 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument('config', help='config file')
     parser.add_argument('--work-dir', help='output folder (default: work_dirs/<config name>)')
     parser.add_argument('--resume', nargs='?', const='auto', default=None,
-                        help='resume from CKPT, or from the latest checkpoint in the work dir')
+                        help='resume from CKPT (a file or an http(s) URL), or from the latest '
+                             'checkpoint in the work dir')
     parser.add_argument('--amp', action='store_true',
                         help='automatic mixed precision (AmpOptimWrapper, float16 by default)')
     parser.add_argument('--amp-dtype', choices=['float16', 'bfloat16'],
                         help='mixed precision with this dtype (implies --amp)')
     parser.add_argument('--trust-checkpoint', action='append', default=[], metavar='FILE',
-                        help='allow full unpickling of this one checkpoint file (repeatable); '
-                             'only for files from a trusted source')
+                        help='allow full unpickling of this one checkpoint file or URL '
+                             '(repeatable); only for files from a trusted source')
     parser.add_argument('--auto-scale-lr', action='store_true',
                         help='scale the learning rate with the total batch size')
     parser.add_argument('--cfg-options', nargs='+', action=DictAction,

@@ -16,6 +16,7 @@ from typing import Callable, Mapping, Optional, Sequence
 import torch
 from torch import nn
 
+from ..utils.download import CheckpointDownloadError
 from ..utils.safe_load import UnreadableCheckpointError, load_checkpoint_file
 from .keymap import KeyMap
 
@@ -33,12 +34,13 @@ class CheckpointMismatchError(CheckpointError):
 
 
 def read_checkpoint(path: str) -> dict:
-    """Load ``path`` on the CPU with ``weights_only=True`` (the allow-list of
-    :mod:`vattn_mm.utils.safe_load` covers OpenMMLab files; anything else only
-    loads for a file trusted explicitly)."""
+    """Load ``path`` (a file or an ``http(s)://`` URL, downloaded once into
+    the torch hub cache) on the CPU with ``weights_only=True`` (the allow-list
+    of :mod:`vattn_mm.utils.safe_load` covers OpenMMLab files; anything else
+    only loads for a file trusted explicitly)."""
     try:
         obj = load_checkpoint_file(path)
-    except (pickle.UnpicklingError, UnreadableCheckpointError) as err:
+    except (pickle.UnpicklingError, UnreadableCheckpointError, CheckpointDownloadError) as err:
         raise CheckpointError(str(err)) from err
     if not isinstance(obj, Mapping):
         raise CheckpointError(

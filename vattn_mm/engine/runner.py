@@ -28,9 +28,11 @@ def _hook_type(hook: Union[Hook, dict]) -> object:
 class SafeRunner(Runner):
     """mmengine's ``Runner`` (same config) that
 
-    - reads local checkpoints (``load_from``, resume, ``tools/test.py``) with
-      :func:`~vattn_mm.utils.load_checkpoint_file`: weights-only with the
-      OpenMMLab allow-list, full unpickling only for files trusted one by one;
+    - reads local checkpoints and ``http(s)://`` URLs (``load_from``, resume,
+      ``tools/test.py``) with :func:`~vattn_mm.utils.load_checkpoint_file`:
+      weights-only with the OpenMMLab allow-list, full unpickling only for
+      files trusted one by one; a URL is downloaded once into the torch hub
+      cache (:func:`~vattn_mm.utils.cached_download`);
     - builds mmengine's ``CheckpointHook`` as its crash-safe subclass
       :class:`~vattn_mm.engine.CrashSafeCheckpointHook` (same arguments) and
       adds :class:`~vattn_mm.engine.PlainMessageHubHook`, so that the

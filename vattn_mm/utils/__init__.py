@@ -1,19 +1,20 @@
-"""Utilities: safe checkpoint loading, crash-safe file writing, dataset
+"""Utilities: safe checkpoint loading (also by URL), crash-safe file writing, dataset
 checks, mixed precision for mmcv ops, launcher helpers and the export-path
 switch.  Nothing here
 registers anything or changes mmengine, mmcv or torch on import."""
 from .amp import float32_mmcv_ops, float32_unless_native
 from .atomic_io import AtomicLocalBackend, atomic_write
 from .data_checks import EmptyDatasetError, ImageLoadError, build_dataset
+from .download import CheckpointDownloadError, cached_download, is_url
 from .safe_load import (TRUST_ENV, UnreadableCheckpointError, UntrustedCheckpointError,
                         load_checkpoint_file, load_runner_checkpoint, openmmlab_globals_allowed,
                         openmmlab_safe_globals, trust_checkpoint)
 from .tracing import export_paths, is_exporting
 
 __all__ = [
-    'AtomicLocalBackend', 'EmptyDatasetError', 'ImageLoadError', 'TRUST_ENV',
-    'UnreadableCheckpointError', 'UntrustedCheckpointError', 'atomic_write', 'build_dataset',
-    'export_paths', 'is_exporting',
+    'AtomicLocalBackend', 'CheckpointDownloadError', 'EmptyDatasetError', 'ImageLoadError',
+    'TRUST_ENV', 'UnreadableCheckpointError', 'UntrustedCheckpointError', 'atomic_write',
+    'build_dataset', 'cached_download', 'export_paths', 'is_exporting', 'is_url',
     'float32_mmcv_ops', 'float32_unless_native', 'load_checkpoint_file', 'load_runner_checkpoint',
     'openmmlab_globals_allowed', 'openmmlab_safe_globals', 'trust_checkpoint',
 ]

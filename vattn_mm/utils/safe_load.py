@@ -12,6 +12,9 @@ trust *that one file* explicitly (``--trust-checkpoint PATH`` or
 ``VATTN_TRUSTED_CHECKPOINTS=PATH[:PATH...]``); only then is it unpickled in
 full.  :class:`~vattn_mm.engine.SafeRunner` reads ``load_from``, resumed and
 tested checkpoints this way, and pretrained backbone files are read so too.
+An ``http(s)://`` URL is first downloaded into the torch hub cache
+(:func:`~vattn_mm.utils.download.cached_download`); the cached file is then
+loaded, and trusted, like a local one.
 
 :func:`plain_message_hub` / :func:`restore_message_hub` turn the message hub
 of a checkpoint into plain lists and back, so that the checkpoints a
@@ -30,6 +33,8 @@ from typing import Any, Iterator, Optional
 import numpy as np
 import torch
 from mmengine.logging import print_log
+
+from .download import cache_path, cached_download, is_url
 
 #: environment variable listing trusted checkpoint files (``os.pathsep``-separated)
 TRUST_ENV = 'VATTN_TRUSTED_CHECKPOINTS'
@@ -83,8 +88,11 @@ def trusted_checkpoints() -> set[str]:
 
 def trust_checkpoint(path: str) -> None:
     """Trust one file for full unpickling, in this process and the processes
-    it starts (dataloader workers, torchrun ranks inherit the environment)."""
-    if not osp.isfile(path):
+    it starts (dataloader workers, torchrun ranks inherit the environment).
+    For a URL, the file it is downloaded to is trusted."""
+    if is_url(path):
+        path = cache_path(path)
+    elif not osp.isfile(path):
         raise FileNotFoundError(f'--trust-checkpoint: no such file: {path!r}')
     entries = [e for e in os.environ.get(TRUST_ENV, '').split(os.pathsep) if e]
     os.environ[TRUST_ENV] = os.pathsep.join(entries + [osp.realpath(path)])
@@ -93,15 +101,22 @@ def trust_checkpoint(path: str) -> None:
 def load_checkpoint_file(path: str, map_location: Optional[Any] = 'cpu') -> Any:
     """``torch.load`` with ``weights_only=True`` unless ``path`` is trusted.
 
+    ``path`` may be an ``http(s)://`` URL: its cached download is loaded.
+
     Raises:
+        CheckpointDownloadError: a URL could not be downloaded.
         UntrustedCheckpointError: the file holds other objects; the message
             says how to trust it.
         UnreadableCheckpointError: the file is truncated, corrupt or not a
             PyTorch checkpoint.
     """
-    path = osp.expanduser(path)
+    url = path if is_url(path) else None
+    path = cached_download(url) if url else osp.expanduser(path)
     if not osp.isfile(path):
         raise FileNotFoundError(f'checkpoint file not found: {path!r}')
+    problem = _not_a_checkpoint(path)
+    if problem:
+        raise _unreadable(path, ValueError(problem), url)
     trusted = osp.realpath(path) in trusted_checkpoints()
     if trusted:
         print_log(f'Loading trusted checkpoint {path} with full unpickling '
@@ -111,7 +126,7 @@ def load_checkpoint_file(path: str, map_location: Optional[Any] = 'cpu') -> Any:
             return torch.load(path, map_location=map_location, weights_only=not trusted)
     except pickle.UnpicklingError as err:
         if trusted:
-            raise _unreadable(path, err) from err
+            raise _unreadable(path, err, url) from err
         reason = str(err).strip().splitlines()
         raise UntrustedCheckpointError(
             f'{path!r} holds Python objects outside the safe-loading allow-list '
@@ -122,12 +137,24 @@ def load_checkpoint_file(path: str, map_location: Optional[Any] = 'cpu') -> Any:
             '(several files separated by ":"). Better: re-save its tensors only, '
             'torch.save(state_dict, path).') from err
     except (EOFError, RuntimeError, ValueError) as err:
-        raise _unreadable(path, err) from err
+        raise _unreadable(path, err, url) from err
 
 
-def _unreadable(path: str, err: BaseException) -> UnreadableCheckpointError:
+def _not_a_checkpoint(path: str) -> Optional[str]:
+    """Why ``path`` cannot be a ``torch.save`` file (zip, or a legacy pickle /
+    tar), judged by its first bytes; ``None`` if it can."""
+    with open(path, 'rb') as f:
+        head = f.read(262)
+    if head.startswith((b'PK\x03\x04', b'\x80')) or head[257:262] == b'ustar':
+        return None
+    return f'not a zip or pickle file: it starts with {head[:40]!r}'
+
+
+def _unreadable(path: str, err: BaseException,
+                url: Optional[str] = None) -> UnreadableCheckpointError:
+    source = (f' (downloaded from {url}; remove it to download it again)' if url else '')
     return UnreadableCheckpointError(
-        f'{path!r} ({osp.getsize(path)} bytes) cannot be read as a PyTorch checkpoint '
+        f'{path!r} ({osp.getsize(path)} bytes){source} cannot be read as a PyTorch checkpoint '
         f'(truncated or corrupt file?): {type(err).__name__}: {err}')
 
 
@@ -142,10 +169,10 @@ URI_SCHEME = re.compile(r'^[A-Za-z][\w+.-]*://')
 
 
 def load_runner_checkpoint(filename: str, map_location: Optional[Any] = 'cpu') -> Any:
-    """A checkpoint for ``load_from`` / resume / test: local files through
-    :func:`load_checkpoint_file`, URLs and mmengine's other schemes
-    (``open-mmlab://``, ``torchvision://``, ...) through mmengine."""
-    if URI_SCHEME.match(filename):
+    """A checkpoint for ``load_from`` / resume / test: local files and
+    ``http(s)://`` URLs through :func:`load_checkpoint_file`, mmengine's other
+    schemes (``open-mmlab://``, ``torchvision://``, ``s3://``, ...) through mmengine."""
+    if URI_SCHEME.match(filename) and not is_url(filename):
         from mmengine.runner.checkpoint import _load_checkpoint
         return _load_checkpoint(filename, map_location=map_location)
     return load_checkpoint_file(filename, map_location)
