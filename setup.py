@@ -9,18 +9,20 @@ def read_version() -> str:
 
 
 def read_requirements() -> list:
+    """The version ranges in requirements.txt, without comments."""
     with open('requirements.txt') as f:
-        return [line.strip() for line in f if line.strip() and not line.startswith('#')]
+        return [req for req in (line.split('#', 1)[0].strip() for line in f) if req]
 
 
-#: ONNX export and its check in onnxruntime (tools/deploy/export_onnx.py)
-DEPLOY = ['onnx==1.19.1', 'onnxruntime==1.32.0', 'onnxscript==0.7.2']
+#: ONNX export (PyTorch's TorchScript-based exporter writes with onnx) and its check in
+#: onnxruntime (tools/deploy/export_onnx.py); opset 17, the default, needs both >= 1.12
+DEPLOY = ['onnx>=1.12', 'onnxruntime>=1.12']
 
 setup(
     name='vattn-mm',
     version=read_version(),
     description='Efficient-attention pyramid backbones (PVTv2, P2T, QuadTree, '
-                'LITv2, DilateFormer, FocalNet) for OpenMMLab 2.x',
+                'LITv2, DilateFormer, FocalNet, Agent-PVT, EfficientViT) for OpenMMLab 2.x',
     long_description=open('README.md').read(),
     long_description_content_type='text/markdown',
     packages=find_packages(include=['vattn_mm', 'vattn_mm.*']),
@@ -29,4 +31,5 @@ setup(
     extras_require={'deploy': DEPLOY,
                     'tests': ['pytest>=7', *DEPLOY]},
     license='Apache-2.0',
+    license_files=['LICENSE'],
 )
