@@ -10,6 +10,11 @@ A vattn-mm backbone checkpoint written by :func:`convert_official_file` is
 does not use, e.g. head.*>, 'meta': {'vattn_mm': {...}}}``: every loader in
 vattn-mm / OpenMMLab reads its ``state_dict``, and :func:`convert_to_official_file`
 restores the released file exactly from it (same keys, equal tensors).
+
+A released detection / segmentation checkpoint (mmdet 2.x / mmseg 0.x, the
+backbone under ``backbone.`` in official names) converts for a config's model
+with :func:`convert_dense_checkpoint` / :func:`convert_dense_file`, checked
+key by key against that model.
 """
 from __future__ import annotations
 
@@ -25,6 +30,7 @@ from torch import nn
 
 from ..backbones import (CheckpointError, CheckpointMismatchError, LoadReport, build_backbone,
                          extract_state_dict, read_checkpoint, released_families)
+from ..backbones.keymap import KeyMap
 from ..backbones.loading import StateDict
 from ..utils.atomic_io import atomic_write
 
@@ -238,3 +244,180 @@ def convert_to_official_file(src: str, out: str, family: Optional[str] = None,
     wrapper = meta.get('official_wrapper', get_family(family).official_wrapper)
     save_checkpoint(official if wrapper is None else {wrapper: official}, out, src, overwrite)
     return notes
+
+
+# ------------------------------------------------------------ dense checkpoints
+#: Official dense names of backbone tensors the ImageNet key maps do not know:
+#: ziplab/LITv2's mmdet / mmseg backbones keep their output norms as
+#: ``norm{i}`` (the classifier's final norm is ``norm``).
+DENSE_KEYMAPS = {'litv2': KeyMap((('norm{s}.', 'stages.{s}.norm.'), ))}
+
+#: ``meta`` entries of mmdet 2.x / mmseg 0.x checkpoints kept as a record
+_SOURCE_VERSIONS = ('mmdet_version', 'mmseg_version', 'mmcv_version', 'mmengine_version')
+
+
+@dataclass
+class DenseConversion:
+    """A whole detector / segmentor checkpoint converted for a config.
+
+    Attributes:
+        state_dict: every tensor of the config's model, under its keys.
+        meta: the mmengine checkpoint ``meta`` (``dataset_meta`` from the
+            source's ``CLASSES`` / ``PALETTE``, and a ``vattn_mm`` record).
+        family: the backbone family.
+        source_format: how the backbone keys were read (``'official pvtv2'``
+            or ``'vattn-mm'``).
+        notes: what the conversion did besides renaming.
+    """
+
+    state_dict: StateDict
+    meta: dict
+    family: str
+    source_format: str
+    notes: list[str]
+
+
+def build_config_model(config: Any) -> tuple[Any, nn.Module]:
+    """``(cfg, model)``: the model of ``config`` (a path or an mmengine
+    ``Config``) built on the meta device, in the config's default scope."""
+    from mmengine.config import Config
+    from mmengine.registry import MODELS, DefaultScope
+    cfg = config if isinstance(config, Config) else Config.fromfile(config)
+    if 'model' not in cfg:
+        raise ValueError(f'config {getattr(cfg, "filename", config)!r} has no model')
+    with DefaultScope.overwrite_default_scope(cfg.get('default_scope')), torch.device('meta'):
+        return cfg, MODELS.build(cfg.model)
+
+
+def _backbone_converter(model: nn.Module, config_name: str):
+    backbone = getattr(model, 'backbone', None)
+    cls = type(backbone)
+    if backbone is None or not hasattr(cls, 'checkpoint_converter'):
+        raise ValueError(f'the model of {config_name} ({type(model).__name__}) has no vattn-mm '
+                         f'backbone (found {cls.__name__ if backbone is not None else "none"})')
+    return cls.family(), cls.checkpoint_converter(), backbone
+
+
+def _fit_problems(sd: Mapping[str, torch.Tensor], model_sd: Mapping[str, torch.Tensor]
+                  ) -> LoadReport:
+    """Key-by-key and shape-by-shape comparison (what a strict load checks)."""
+    report = LoadReport('whole-model')
+    for key, target in model_sd.items():
+        if key not in sd:
+            report.missing.append(key)
+        elif tuple(sd[key].shape) != tuple(target.shape):
+            report.mismatched.append(f'{key} (checkpoint {tuple(sd[key].shape)} vs model '
+                                     f'{tuple(target.shape)})')
+        else:
+            report.loaded.append(key)
+    report.unexpected = [k for k in sd if k not in model_sd]
+    return report
+
+
+def _dataset_meta(meta: Mapping) -> Optional[dict]:
+    """mmengine's ``dataset_meta`` from a 2.x / 0.x ``meta`` (``CLASSES``,
+    ``PALETTE``) or a 3.x / 1.x one (``dataset_meta``)."""
+    if isinstance(meta.get('dataset_meta'), Mapping):
+        return dict(meta['dataset_meta'])
+    out = {}
+    if meta.get('CLASSES') is not None:
+        out['classes'] = tuple(meta['CLASSES'])
+    if meta.get('PALETTE') is not None:
+        out['palette'] = [tuple(c) for c in meta['PALETTE']]
+    return out or None
+
+
+def convert_dense_state_dict(obj: Mapping, config: Any, source: str = '<state dict>'
+                             ) -> DenseConversion:
+    """:func:`convert_dense_checkpoint` on a loaded checkpoint ``obj``."""
+    cfg, model = build_config_model(config)
+    config_name = getattr(cfg, 'filename', None) or str(config)
+    family, converter, backbone = _backbone_converter(model, config_name)
+    sd = extract_state_dict(obj, prefix='')
+    backbone_sd = {k[len('backbone.'):]: v for k, v in sd.items() if k.startswith('backbone.')}
+    if not backbone_sd:
+        raise CheckpointError(
+            f'{source!r} has no backbone.* keys: not a detector / segmentor checkpoint (an '
+            'ImageNet backbone release loads through the backbone\'s init_cfg, or converts '
+            'with --family / --arch)')
+    dense_keymap = DENSE_KEYMAPS.get(family)
+    if dense_keymap is not None:
+        backbone_sd = {dense_keymap.to_ours(k): v for k, v in backbone_sd.items()}
+    ours, report = converter.match(backbone_sd, backbone.state_dict())
+    report.missing += report.dense_only    # a dense checkpoint has every dense tensor
+    if not report.ok:
+        raise CheckpointMismatchError(
+            f'the backbone of {source!r} (read as {report.source_format} keys) does not fit '
+            f'{_describe(backbone)} of {config_name}: {report.describe_problems()}. Is it a '
+            'checkpoint of this config\'s backbone family and variant?')
+    notes = list(report.notes)
+    if report.dropped:
+        notes.append(f'Dropped {len(report.dropped)} classification-only backbone tensors: '
+                     f'{", ".join(report.dropped[:8])}{" ..." if len(report.dropped) > 8 else ""}')
+    converted = {'backbone.' + k: ours[k] for k in report.loaded}
+    converted.update((k, v) for k, v in sd.items() if not k.startswith('backbone.'))
+    fit = _fit_problems(converted, model.state_dict())
+    if not fit.ok:
+        raise CheckpointMismatchError(
+            f'{source!r} does not fit the model of {config_name} ({type(model).__name__}) '
+            f'outside the backbone: {fit.describe_problems()}. Is it a checkpoint of this '
+            'config\'s task, heads and number of classes?')
+    src_meta = obj.get('meta') if isinstance(obj.get('meta'), Mapping) else {}
+    record = dict(config=osp.basename(config_name), family=family,
+                  source_format=report.source_format,
+                  converted_from=osp.basename(source.split('?')[0]),
+                  **{k: str(src_meta[k]) for k in _SOURCE_VERSIONS if k in src_meta})
+    meta = {'vattn_mm': record}
+    dataset_meta = _dataset_meta(src_meta)
+    if dataset_meta is not None:
+        meta['dataset_meta'] = dataset_meta
+    return DenseConversion({k: converted[k] for k in model.state_dict()}, meta, family,
+                           report.source_format, notes)
+
+
+def convert_dense_checkpoint(src: str, config: Any) -> DenseConversion:
+    """An official detection / segmentation checkpoint ``src`` (file or URL;
+    mmdet 2.x / mmseg 0.x or 3.x / 1.x layout, backbone under ``backbone.``
+    in the official or vattn-mm key names) for the model of ``config``.
+
+    The backbone goes through its family's converter (renaming, P2T's 1x1
+    convs, FocalNet's kernel padding, ...). Necks and heads keep their keys:
+    RetinaNet, RPN, the Mask R-CNN RoI heads, FPN, UPerHead and FPNHead name
+    their tensors the same in mmdet 2.28 / mmseg 0.30 as in mmdet 3.3 /
+    mmseg 1.2. ``meta['CLASSES']`` / ``['PALETTE']`` become ``dataset_meta``.
+
+    Raises:
+        CheckpointError: ``src`` is unreadable or holds no ``backbone.*`` keys.
+        CheckpointMismatchError: naming the missing / unexpected / mis-shaped
+            keys when the result would not load strictly into the model.
+    """
+    return convert_dense_state_dict(read_checkpoint(src), config, src)
+
+
+def convert_dense_file(src: str, out: str, config: Any,
+                       overwrite: bool = False) -> DenseConversion:
+    """:func:`convert_dense_checkpoint`, written to ``out`` as an mmengine
+    checkpoint ``{'meta': ..., 'state_dict': ...}`` (atomically; nothing is
+    written when the conversion fails) that ``tools/test.py CONFIG OUT`` loads."""
+    check_output(out, None if '://' in src else src, overwrite)
+    conv = convert_dense_checkpoint(src, config)
+    save_checkpoint({'meta': conv.meta, 'state_dict': conv.state_dict}, out,
+                    None if '://' in src else src, overwrite)
+    return conv
+
+
+def official_dense_state_dict(sd: Mapping[str, torch.Tensor], family: str) -> StateDict:
+    """A whole vattn-mm detector / segmentor state dict in the official dense
+    layout: backbone tensors under the family's official names (dense-only
+    output norms under the official dense names where the official code has
+    them), every other key unchanged (as mmdet 2.x / mmseg 0.x name them)."""
+    backbone = {k[len('backbone.'):]: v for k, v in sd.items() if k.startswith('backbone.')}
+    if not backbone:
+        raise CheckpointError('no backbone.* keys: not a detector / segmentor state dict')
+    official, _ = vattn_to_official(backbone, family)
+    dense_keymap = DENSE_KEYMAPS.get(family)
+    if dense_keymap is not None:
+        official = {dense_keymap.to_official(k): v for k, v in official.items()}
+    out = {'backbone.' + k: v for k, v in official.items()}
+    out.update((k, v) for k, v in sd.items() if not k.startswith('backbone.'))
+    return out
