@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo job: write the embedded dataset, train PVTv2-b0 Mask R-CNN and
 # UperNet on it on the CPU, evaluate with the real metrics (COCO AP, mIoU),
-# save pictures of the predictions and print the metric table.
+# save pictures of the predictions, print the metric table, and run the
+# trained Mask R-CNN (else the first config) on one picture (tools/infer.py).
 #   DEMO_CONFIGS="configs/demo/a.py configs/demo/b.py" bash tools/demo.sh
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -22,3 +23,15 @@ for cfg in $CONFIGS; do
   dirs+=("$work")
 done
 "$PY" tools/summarize_metrics.py "${dirs[@]}"
+
+infer_cfg=
+for cfg in $CONFIGS; do
+  if [[ $cfg == *maskrcnn* ]]; then infer_cfg=$cfg; break; fi
+done
+set -- $CONFIGS
+infer_cfg=${infer_cfg:-$1}
+work=work_dirs/$(basename "$infer_cfg" .py)
+pictures=(data/demo/coco/val/*.jpg)
+echo "[demo] inference with $infer_cfg on ${pictures[0]}"
+"$PY" tools/infer.py "$infer_cfg" "$(cat "$work/last_checkpoint")" "${pictures[0]}" \
+    --out-dir "$work/infer"
