@@ -1,3 +1,9 @@
+import os
+import os.path as osp
+import shutil
+import sys
+import warnings
+
 from setuptools import find_packages, setup
 
 
@@ -18,6 +24,40 @@ def read_requirements() -> list:
 #: onnxruntime (tools/deploy/export_onnx.py); opset 17, the default, needs both >= 1.12
 DEPLOY = ['onnx>=1.12', 'onnxruntime>=1.12']
 
+#: what ``mim search`` / ``mim train`` read from the package's ``.mim`` folder
+MIM_FILES = ('configs', 'tools', 'model-index.yml')
+
+
+def add_mim_extension() -> None:
+    """Put MIM_FILES under vattn_mm/.mim: symlinks for an editable install
+    (``pip install -e .``), copies for a wheel or a plain install."""
+    if 'develop' in sys.argv or 'editable_wheel' in sys.argv:
+        mode = 'symlink'
+    elif {'sdist', 'bdist_wheel', 'build', 'build_py', 'install'} & set(sys.argv):
+        mode = 'copy'
+    else:
+        return
+    root = osp.dirname(osp.abspath(__file__))
+    mim_dir = osp.join(root, 'vattn_mm', '.mim')
+    os.makedirs(mim_dir, exist_ok=True)
+    for name in MIM_FILES:
+        src, dst = osp.join(root, name), osp.join(mim_dir, name)
+        if osp.islink(dst) or osp.isfile(dst):
+            os.remove(dst)
+        elif osp.isdir(dst):
+            shutil.rmtree(dst)
+        if not osp.exists(src):
+            warnings.warn(f'{src} does not exist: not added to vattn_mm/.mim')
+        elif mode == 'symlink':
+            os.symlink(osp.relpath(src, mim_dir), dst)
+        elif osp.isdir(src):
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns('__pycache__', '*.pyc'))
+        else:
+            shutil.copy2(src, dst)
+
+
+add_mim_extension()
+
 setup(
     name='vattn-mm',
     version=read_version(),
@@ -26,6 +66,7 @@ setup(
     long_description=open('README.md').read(),
     long_description_content_type='text/markdown',
     packages=find_packages(include=['vattn_mm', 'vattn_mm.*']),
+    package_data={'vattn_mm': ['.mim/model-index.yml', '.mim/configs/**/*', '.mim/tools/**/*']},
     python_requires='>=3.9',
     install_requires=read_requirements(),
     extras_require={'deploy': DEPLOY,

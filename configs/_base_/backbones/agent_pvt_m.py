@@ -2,6 +2,8 @@
 # dense configs: agents pooled to the 12x12 / 16x16 / 28x28 / 28x28 grids of the official
 # detection and segmentation configs; drop path of its ImageNet training.
 # Weights: the official ImageNet-1k release (as downloaded).
+# Download it by hand from Tsinghua Cloud and save it under this name:
+# https://cloud.tsinghua.edu.cn/f/4d00ecacf18b45f9b88c/?dl=1
 pretrained = 'checkpoints/agent_pvt_m_max_acc.pth'
 backbone = dict(type='AgentPVT', arch='medium', drop_path_rate=0.3, out_indices=(0, 1, 2, 3),
                 init_cfg=dict(type='Pretrained', checkpoint=pretrained))

@@ -1,7 +1,7 @@
 # FocalNet-S (SRF, Yang et al. 2022) for the dense configs; weights: the
 # official ImageNet-1k release (as downloaded).
 _base_ = './focalnet_common.py'
-pretrained = 'checkpoints/focalnet_small_srf.pth'
+pretrained = 'https://github.com/microsoft/FocalNet/releases/download/v1.0.0/focalnet_small_srf.pth'
 backbone = dict(arch='small_srf', drop_path_rate=0.2,
                 init_cfg=dict(type='Pretrained', checkpoint=pretrained))
 backbone_channels = [96, 192, 384, 768]

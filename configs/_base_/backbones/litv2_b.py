@@ -1,6 +1,6 @@
 # LITv2-B (Pan et al. 2022), its four stage outputs for the dense configs.
 # Weights: the official ImageNet-1k release (as downloaded).
-pretrained = 'checkpoints/litv2_b.pth'
+pretrained = 'https://github.com/ziplab/LITv2/releases/download/v1.0/litv2_b.pth'
 backbone = dict(type='LITv2', arch='b', drop_path_rate=0.3, out_indices=(0, 1, 2, 3),
                 init_cfg=dict(type='Pretrained', checkpoint=pretrained))
 backbone_channels = [128, 256, 512, 1024]

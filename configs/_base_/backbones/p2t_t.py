@@ -1,5 +1,7 @@
 # P2T-Tiny (Wu et al. 2022), its four stage outputs for the dense configs.
 # Weights: the official ImageNet-1k release (as downloaded).
+# Download it by hand from Google Drive and save it under this name:
+# https://drive.google.com/file/d/1x9EweWx77pXrHOCc7RJF3sYK2rht0_4m/view?usp=sharing
 pretrained = 'checkpoints/p2t_tiny.pth'
 backbone = dict(type='P2T', arch='tiny', drop_path_rate=0.1, out_indices=(0, 1, 2, 3),
                 init_cfg=dict(type='Pretrained', checkpoint=pretrained))

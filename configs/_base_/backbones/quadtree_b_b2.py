@@ -1,6 +1,7 @@
 # QuadTree-B-b2 (Tang et al. 2022) for the dense configs; weights: the official ImageNet-1k
-# release QuadTreeAttention_cls/b2.pth (saved under this name).
+# release QuadTreeAttention_cls/b2.pth (downloaded on first use).
 _base_ = './quadtree_b_common.py'
-pretrained = 'checkpoints/quadtree_b2.pth'
+pretrained = ('https://github.com/Tangshitao/QuadTreeAttention/releases/download/'
+              'QuadTreeAttention_cls/b2.pth')
 backbone = dict(arch='b2', init_cfg=dict(type='Pretrained', checkpoint=pretrained))
 backbone_channels = [64, 128, 320, 512]
