@@ -226,9 +226,6 @@ def test_mim_search_lists_the_models_with_their_numbers(wheel_site, records):
         r.weights for r in records if r.name == 'pvtv2_b2_in1k')
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    'tools/train.py of an installed package: vattn_mm.utils.launch.RUNTIME_FRAGMENT is the '
-    'checkout path (configs/ beside the package), not vattn_mm/.mim/configs/'))
 def test_mim_train_runs_a_demo_config(wheel_site, demo_data):
     """``mim train vattn-mm pvtv2_b0_cls_demo.py`` on the CPU: mim finds the
     config in the package's .mim/configs and runs its .mim/tools/train.py, one

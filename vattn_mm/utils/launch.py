@@ -18,8 +18,14 @@ from mmengine.config import Config, ConfigDict
 from mmengine.logging import print_log
 
 
-#: the config fragment that switches vattn-mm's protections on (docs/reliability.md)
-RUNTIME_FRAGMENT = str(Path(__file__).resolve().parents[2] / 'configs/_base_/vattn_runtime.py')
+_PACKAGE = Path(__file__).resolve().parents[1]
+#: the config fragment that switches vattn-mm's protections on (docs/reliability.md): in an
+#: installed wheel under the package's ``.mim/configs`` (where ``mim`` finds configs), in a
+#: checkout beside the package
+RUNTIME_FRAGMENT = str(next(
+    (path for path in (root / 'configs/_base_/vattn_runtime.py'
+                       for root in (_PACKAGE / '.mim', _PACKAGE.parent)) if path.is_file()),
+    _PACKAGE.parent / 'configs/_base_/vattn_runtime.py'))
 
 
 def load_config(path: str, cfg_options: Optional[dict] = None,
