@@ -84,18 +84,18 @@ def write_official(sd: dict, family: str, meta: dict, path: Path, ddp: bool = Fa
 
 @pytest.fixture(scope='module')
 def released(tmp_path_factory):
-    """``released(case) -> (path, our state dict)``: the case's model (its
-    initial weights) written in the official dense layout, once a module."""
+    """``released(case) -> (path, model)``: the case's model, its initial
+    weights written in the official dense layout, once a module."""
     cache = {}
 
     def get(case: str):
         if case not in cache:
             config, family, meta, _ = CASES[case]
-            sd = build_model(config).state_dict()
+            model = build_model(config)
             path = tmp_path_factory.mktemp('released') / f'{case}.pth'
             meta = dict(meta, CLASSES=classes_of(config))
-            write_official(sd, family, meta, path, ddp=case == 'litv2_maskrcnn')
-            cache[case] = str(path), sd
+            write_official(model.state_dict(), family, meta, path, ddp=case == 'litv2_maskrcnn')
+            cache[case] = str(path), model
         return cache[case]
     return get
 
@@ -103,7 +103,8 @@ def released(tmp_path_factory):
 @pytest.mark.parametrize('case', sorted(CASES))
 def test_official_dense_checkpoint_loads_strictly(case, released, tmp_path):
     config, family, _, official_keys = CASES[case]
-    src, ours = released(case)
+    src, model = released(case)
+    ours = model.state_dict()
     official = torch.load(src, weights_only=True)['state_dict']
     official = {k.removeprefix('module.'): v for k, v in official.items()}
     assert set(official_keys) <= official.keys(), sorted(set(official_keys) - official.keys())
@@ -117,7 +118,6 @@ def test_official_dense_checkpoint_loads_strictly(case, released, tmp_path):
     assert list(written['state_dict']) == list(ours)
     for key, value in ours.items():
         assert torch.equal(written['state_dict'][key], value), key
-    model = build_model(config)
     model.load_state_dict(written['state_dict'], strict=True)
     meta = written['meta']
     assert meta['dataset_meta']['classes'] == classes_of(config)
@@ -133,7 +133,7 @@ def test_smaller_focal_kernels_are_padded(released, tmp_path):
     """An official dense FocalNet file trained with the ImageNet focal window
     (3) loads into the dense config's window (9): kernels zero-padded at the
     centre, as the family converter does for ImageNet files."""
-    src, ours = released('focalnet_retinanet')
+    src, _ = released('focalnet_retinanet')
     obj = torch.load(src, weights_only=True)
     key = 'backbone.layers.0.blocks.0.modulation.focal_layers.0.0.weight'
     kernel = obj['state_dict'][key]
@@ -180,7 +180,8 @@ def test_bad_checkpoints_are_clear_errors_and_write_nothing(released, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ['imagenet.pth', 'truncated.pth']
 
     with pytest.raises(ValueError, match='no vattn-mm backbone .*ResNet'):
-        convert_dense_checkpoint(retina_src, get_config('mmdet::retinanet/retinanet_r50_fpn_1x_coco.py'))
+        convert_dense_checkpoint(retina_src,
+                                 get_config('mmdet::retinanet/retinanet_r50_fpn_1x_coco.py'))
 
 
 def test_cli_end_to_end_and_tools_test(demo_trained, demo_data, tmp_path, capsys):

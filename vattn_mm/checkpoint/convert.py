@@ -320,8 +320,9 @@ def _dataset_meta(meta: Mapping) -> Optional[dict]:
     if isinstance(meta.get('dataset_meta'), Mapping):
         return dict(meta['dataset_meta'])
     out = {}
-    if meta.get('CLASSES') is not None:
-        out['classes'] = tuple(meta['CLASSES'])
+    classes = meta.get('CLASSES')
+    if classes is not None:
+        out['classes'] = (classes, ) if isinstance(classes, str) else tuple(classes)
     if meta.get('PALETTE') is not None:
         out['palette'] = [tuple(c) for c in meta['PALETTE']]
     return out or None
@@ -399,10 +400,11 @@ def convert_dense_file(src: str, out: str, config: Any,
     """:func:`convert_dense_checkpoint`, written to ``out`` as an mmengine
     checkpoint ``{'meta': ..., 'state_dict': ...}`` (atomically; nothing is
     written when the conversion fails) that ``tools/test.py CONFIG OUT`` loads."""
-    check_output(out, None if '://' in src else src, overwrite)
+    local_src = None if '://' in src else src
+    check_output(out, local_src, overwrite)
     conv = convert_dense_checkpoint(src, config)
-    save_checkpoint({'meta': conv.meta, 'state_dict': conv.state_dict}, out,
-                    None if '://' in src else src, overwrite)
+    save_checkpoint({'meta': conv.meta, 'state_dict': conv.state_dict}, out, local_src,
+                    overwrite)
     return conv
 
 
