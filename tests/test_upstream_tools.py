@@ -33,8 +33,8 @@ def upstream(package: str, relative: str) -> str:
     return str(path)
 
 
-def run(args: list, python_path: tuple = ()) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, (ROOT, *python_path))),
+def run(args: list) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT),
                OMP_NUM_THREADS='1', MPLBACKEND='agg')
     return subprocess.run([sys.executable, *map(str, args)], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
@@ -49,17 +49,6 @@ def succeeded(proc: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 def failed_with(proc: subprocess.CompletedProcess, error: str) -> None:
     assert proc.returncode != 0 and error in proc.stderr, \
         f'{proc.args[1:]}: expected {error!r}:\n{without_module_list(proc.stderr)[-3000:]}'
-
-
-def seaborn_stand_in(folder: Path) -> tuple:
-    """Both analyze_logs.py import seaborn, for ``sns.set_style`` only, and
-    neither mmdet nor mmseg depends on it. Where it is not installed, a module
-    with that one function stands in (docs: ``pip install seaborn``)."""
-    if importlib.util.find_spec('seaborn') is not None:
-        return ()
-    folder.mkdir()
-    (folder / 'seaborn.py').write_text('def set_style(style=None, rc=None):\n    pass\n')
-    return (folder, )
 
 
 def scalars_log(work: Path) -> Path:
@@ -77,36 +66,35 @@ def runs(demo_data, demo_trained, tmp_path_factory):
     checkpoint = (work / 'last_checkpoint').read_text().strip()
     log = scalars_log(work)
     out = tmp_path_factory.mktemp('upstream')
-    stand_in = seaborn_stand_in(out / 'stand_in')
     det = ['--cfg-options', *data_options(demo_data, DET_DEMO), *NO_WORKERS]
     seg = ['--cfg-options', *data_options(demo_data, SEG_DEMO), *NO_WORKERS]
     jobs = {
-        'browse_det': [([upstream('mmdet', 'analysis_tools/browse_dataset.py'), DET_DEMO,
-                         '--output-dir', out / 'browse_det', '--not-show', *det], ())],
-        'browse_seg': [([upstream('mmseg', 'analysis_tools/browse_dataset.py'), SEG_DEMO,
-                         '--output-dir', out / 'browse_seg', '--not-show', *seg], ())],
-        'logs_det': [([upstream('mmdet', 'analysis_tools/analyze_logs.py'), 'plot_curve', log,
+        'browse_det': [[upstream('mmdet', 'analysis_tools/browse_dataset.py'), DET_DEMO,
+                         '--output-dir', out / 'browse_det', '--not-show', *det]],
+        'browse_seg': [[upstream('mmseg', 'analysis_tools/browse_dataset.py'), SEG_DEMO,
+                         '--output-dir', out / 'browse_seg', '--not-show', *seg]],
+        'logs_det': [[upstream('mmdet', 'analysis_tools/analyze_logs.py'), 'plot_curve', log,
                        '--keys', 'loss', 'loss_mask', '--out', out / 'loss_det.png',
-                       '--backend', 'agg'], stand_in)],
-        'logs_seg': [([upstream('mmseg', 'analysis_tools/analyze_logs.py'), log, '--keys', 'loss',
-                       '--out', out / 'loss_seg.png', '--backend', 'agg'], stand_in)],
+                       '--backend', 'agg']],
+        'logs_seg': [[upstream('mmseg', 'analysis_tools/analyze_logs.py'), log, '--keys', 'loss',
+                       '--out', out / 'loss_seg.png', '--backend', 'agg']],
         'confusion_det': [
-            ([upstream('mmdet', 'test.py'), DET_DEMO, checkpoint, '--work-dir',
-              out / 'test_det', '--out', out / 'results.pkl', *det], ()),
-            ([upstream('mmdet', 'analysis_tools/confusion_matrix.py'), DET_DEMO,
-              out / 'results.pkl', out / 'matrix_det', '--score-thr', '0.05', *det], ())],
+            [upstream('mmdet', 'test.py'), DET_DEMO, checkpoint, '--work-dir',
+             out / 'test_det', '--out', out / 'results.pkl', *det],
+            [upstream('mmdet', 'analysis_tools/confusion_matrix.py'), DET_DEMO,
+             out / 'results.pkl', out / 'matrix_det', '--score-thr', '0.05', *det]],
         # label maps as the predictions mmseg's test.py --out writes: the ground truth's
-        'confusion_seg': [([upstream('mmseg', 'analysis_tools/confusion_matrix.py'), SEG_DEMO,
+        'confusion_seg': [[upstream('mmseg', 'analysis_tools/confusion_matrix.py'), SEG_DEMO,
                             demo_data / 'ade' / 'annotations' / 'validation',
-                            out / 'matrix_seg', *seg], ())],
-        'flops_det': [([upstream('mmdet', 'analysis_tools/get_flops.py'), DET_DEMO,
-                        '--num-images', '1', *det], ())],
-        'flops_seg': [([upstream('mmseg', 'analysis_tools/get_flops.py'), SEG_DEMO,
-                        '--shape', '256', '256'], ())],
+                            out / 'matrix_seg', *seg]],
+        'flops_det': [[upstream('mmdet', 'analysis_tools/get_flops.py'), DET_DEMO,
+                        '--num-images', '1', *det]],
+        'flops_seg': [[upstream('mmseg', 'analysis_tools/get_flops.py'), SEG_DEMO,
+                        '--shape', '256', '256']],
     }
 
     def run_job(commands):
-        return [run(args, python_path) for args, python_path in commands]
+        return [run(args) for args in commands]
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         futures = {name: pool.submit(run_job, commands) for name, commands in jobs.items()}

@@ -136,5 +136,7 @@ log "installing vattn-mm and mmengine / mmdet / mmsegmentation / mmpretrain"
 # requests, tqdm and rich: openmim and only what `mim search` / `mim train` import
 "${PIP[@]}" --no-deps openmim
 "${PIP[@]}" colorama pandas requests tabulate
+# mmdet's and mmseg's analyze_logs.py import seaborn, which neither declares
+"${PIP[@]}" seaborn
 python -c "import vattn_mm, mmcv.ops, mmdet.models, mmseg.models, mmpretrain.models, mmpretrain.datasets" \
   && log "done: $(python -c 'import torch, mmcv, mmdet, mmseg, mmpretrain, mmengine; print(f"torch {torch.__version__}, mmengine {mmengine.__version__}, mmcv {mmcv.__version__}, mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmpretrain {mmpretrain.__version__}")')"
