@@ -22,6 +22,7 @@ import ast
 import io
 import os.path as osp
 import re
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional, Sequence, Union
 
@@ -33,6 +34,7 @@ from ..backbones import (CheckpointError, CheckpointMismatchError, LoadReport, b
 from ..backbones.keymap import KeyMap
 from ..backbones.loading import StateDict
 from ..utils.atomic_io import atomic_write
+from ..utils.download import is_url
 
 Arch = Union[str, Mapping[str, Any]]
 
@@ -204,12 +206,17 @@ def official_state_dict(obj: Mapping, family: str) -> StateDict:
     return extract_state_dict(obj, prefix='' if keep_all else None)
 
 
+def source_name(src: str) -> str:
+    """The file name of a checkpoint path or URL (without query or fragment)."""
+    return osp.basename(urllib.parse.urlsplit(src).path if is_url(src) else src)
+
+
 def convert_official_file(src: str, out: str, family: str, arch: Arch,
                           overwrite: bool = False) -> OfficialConversion:
     """Official released checkpoint ``src`` -> vattn-mm backbone checkpoint ``out``."""
     obj = read_checkpoint(src)
     conv = official_to_vattn(official_state_dict(obj, family), family, arch)
-    meta = dict(family=family.lower(), arch=arch, converted_from=osp.basename(src),
+    meta = dict(family=family.lower(), arch=arch, converted_from=source_name(src),
                 official_wrapper=_official_wrapper(obj), official_shapes=conv.official_shapes)
     save_checkpoint({'state_dict': conv.state_dict, 'official_only': conv.official_only,
                      'meta': {'vattn_mm': meta}}, out, src, overwrite)
@@ -366,7 +373,7 @@ def convert_dense_state_dict(obj: Mapping, config: Any, source: str = '<state di
     src_meta = obj.get('meta') if isinstance(obj.get('meta'), Mapping) else {}
     record = dict(config=osp.basename(config_name), family=family,
                   source_format=report.source_format,
-                  converted_from=osp.basename(source.split('?')[0]),
+                  converted_from=source_name(source),
                   **{k: str(src_meta[k]) for k in _SOURCE_VERSIONS if k in src_meta})
     meta = {'vattn_mm': record}
     dataset_meta = _dataset_meta(src_meta)
@@ -400,7 +407,7 @@ def convert_dense_file(src: str, out: str, config: Any,
     """:func:`convert_dense_checkpoint`, written to ``out`` as an mmengine
     checkpoint ``{'meta': ..., 'state_dict': ...}`` (atomically; nothing is
     written when the conversion fails) that ``tools/test.py CONFIG OUT`` loads."""
-    local_src = None if '://' in src else src
+    local_src = None if is_url(src) else src
     check_output(out, local_src, overwrite)
     conv = convert_dense_checkpoint(src, config)
     save_checkpoint({'meta': conv.meta, 'state_dict': conv.state_dict}, out, local_src,
