@@ -114,8 +114,7 @@ def test_detection_on_a_photograph_and_a_demo_image(det_run):
     assert stdout.endswith(f'\npictures in {out}/vis, predictions in {out}/preds, '
                            f'index {out}/infer.json\n')
     assert oct(out.stat().st_mode & 0o777) == oct(0o777 & ~current_umask())  # not mkdtemp's
-    outputs = read_outputs(out)
-    assert set(outputs) == {'grace_hopper.jpg', demo_image.name}
+    outputs = outputs_of_both(out, demo_image)
     assert json.loads((out / 'infer.json').read_text())['task'] == 'detection'
     for name, (pred, vis) in outputs.items():
         height, width = image_shape(Path(pred['image']))
@@ -137,19 +136,31 @@ def test_detection_on_a_photograph_and_a_demo_image(det_run):
     assert np.array_equal(decoded, inst.masks.numpy())
 
 
+def photograph_and_demo_image_run(config: str, checkpoint: str, demo_data: Path,
+                                  tmp: Path) -> tuple:
+    """``tools/infer.py`` on the photograph and a demo image: the output
+    folder, that demo image and the model's own prediction for it."""
+    demo_image, sample = reference_prediction(config, checkpoint, demo_data)
+    folder = image_folder(tmp / 'images', photograph(), demo_image)
+    return run_in_process(config, checkpoint, folder, '--out-dir', tmp / 'out'), demo_image, sample
+
+
+def outputs_of_both(out: Path, demo_image: Path) -> dict:
+    """:func:`read_outputs`, checked to hold the photograph and the demo image."""
+    outputs = read_outputs(out)
+    assert set(outputs) == {'grace_hopper.jpg', demo_image.name}
+    return outputs
+
+
 @pytest.fixture(scope='module')
 def seg_run(demo_trained, demo_data, tmp_path_factory):
-    checkpoint = checkpoint_of(demo_trained(SEG_DEMO))
-    demo_image, sample = reference_prediction(SEG_DEMO, checkpoint, demo_data)
-    tmp = tmp_path_factory.mktemp('infer_seg')
-    folder = image_folder(tmp / 'images', photograph(), demo_image)
-    return run_in_process(SEG_DEMO, checkpoint, folder, '--out-dir', tmp / 'out'), demo_image, sample
+    return photograph_and_demo_image_run(SEG_DEMO, checkpoint_of(demo_trained(SEG_DEMO)),
+                                         demo_data, tmp_path_factory.mktemp('infer_seg'))
 
 
 def test_semantic_segmentation_on_a_photograph_and_a_demo_image(seg_run):
     out, demo_image, sample = seg_run
-    outputs = read_outputs(out)
-    assert set(outputs) == {'grace_hopper.jpg', demo_image.name}
+    outputs = outputs_of_both(out, demo_image)
     classes = ['background', 'circle', 'triangle', 'square', 'star']
     for name, (pred, vis) in outputs.items():
         shape = image_shape(Path(pred['image']))
@@ -181,16 +192,13 @@ def cls_checkpoint(demo_data, tmp_path_factory):
 
 @pytest.fixture(scope='module')
 def cls_run(cls_checkpoint, demo_data, tmp_path_factory):
-    demo_image, sample = reference_prediction(CLS_DEMO, cls_checkpoint, demo_data)
-    tmp = tmp_path_factory.mktemp('infer_cls')
-    folder = image_folder(tmp / 'images', photograph(), demo_image)
-    return run_in_process(CLS_DEMO, cls_checkpoint, folder, '--out-dir', tmp / 'out'), demo_image, sample
+    return photograph_and_demo_image_run(CLS_DEMO, cls_checkpoint, demo_data,
+                                         tmp_path_factory.mktemp('infer_cls'))
 
 
 def test_classification_on_a_photograph_and_a_demo_image(cls_run):
     out, demo_image, sample = cls_run
-    outputs = read_outputs(out)
-    assert set(outputs) == {'grace_hopper.jpg', demo_image.name}
+    outputs = outputs_of_both(out, demo_image)
     classes = ['circle', 'square', 'star', 'triangle']  # the class folders, sorted
     for name, (pred, vis) in outputs.items():
         assert len(pred['pred_scores']) == 4 and abs(sum(pred['pred_scores']) - 1) < 1e-4
