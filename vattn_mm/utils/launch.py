@@ -19,12 +19,12 @@ from mmengine.logging import print_log
 
 
 _PACKAGE = Path(__file__).resolve().parents[1]
-#: the config fragment that switches vattn-mm's protections on (docs/reliability.md): in an
-#: installed wheel under the package's ``.mim/configs`` (where ``mim`` finds configs), in a
-#: checkout beside the package
+#: the config fragment that switches vattn-mm's protections on (docs/reliability.md): in a
+#: checkout beside the package, in an installed wheel under the package's ``.mim/configs``
+#: (where ``mim`` finds configs)
 RUNTIME_FRAGMENT = str(next(
     (path for path in (root / 'configs/_base_/vattn_runtime.py'
-                       for root in (_PACKAGE / '.mim', _PACKAGE.parent)) if path.is_file()),
+                       for root in (_PACKAGE.parent, _PACKAGE / '.mim')) if path.is_file()),
     _PACKAGE.parent / 'configs/_base_/vattn_runtime.py'))
 
 
