@@ -132,11 +132,12 @@ log "installing vattn-mm and mmengine / mmdet / mmsegmentation / mmpretrain"
 # benchmark-only peer (benchmark.py --against timm), without its dependencies so that the pinned
 # torch / torchvision stay
 "${PIP[@]}" --no-deps timm
-# mim (tests/test_model_zoo.py) without its opendatalab -> openxlab chain, which pins old setuptools,
-# requests, tqdm and rich: openmim and only what `mim search` / `mim train` import
-"${PIP[@]}" --no-deps openmim
-"${PIP[@]}" colorama pandas requests tabulate
 # mmdet's and mmseg's analyze_logs.py import seaborn, which neither declares
 "${PIP[@]}" seaborn
+# mim (tests/test_model_zoo.py) without its opendatalab -> openxlab chain, which pins old setuptools,
+# requests, tqdm and rich: only what `mim search` / `mim train` import, then openmim itself last (a
+# later pip install would report the chain as missing)
+"${PIP[@]}" colorama pandas requests tabulate
+"${PIP[@]}" --no-deps openmim
 python -c "import vattn_mm, mmcv.ops, mmdet.models, mmseg.models, mmpretrain.models, mmpretrain.datasets" \
   && log "done: $(python -c 'import torch, mmcv, mmdet, mmseg, mmpretrain, mmengine; print(f"torch {torch.__version__}, mmengine {mmengine.__version__}, mmcv {mmcv.__version__}, mmdet {mmdet.__version__}, mmseg {mmseg.__version__}, mmpretrain {mmpretrain.__version__}")')"
