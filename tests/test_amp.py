@@ -15,6 +15,7 @@ from .test_configs import det_batch, seg_batch
 from .test_training import DET_DEMO, ROOT, SEG_DEMO
 from torch import nn
 
+from vattn_mm.analysis.gpu_check import FINITE_ONLY, check_autocast
 from vattn_mm.utils import float32_mmcv_ops, float32_unless_native
 
 DTYPES = [torch.bfloat16, torch.float16]
@@ -47,6 +48,16 @@ def test_backbone_forward_backward_under_bf16_autocast(name):
             low = model(x)
     err = max(((a.float() - b).abs().max() / b.abs().max()).item() for a, b in zip(low, ref))
     assert err <= BF16_REL_TOL, f'{name}: relative error {err:.3g} vs float32'
+
+
+@pytest.mark.parametrize('name', CASES)
+def test_backbone_forward_backward_under_fp16_autocast(name):
+    """Finite, and within the GPU check's float16 tolerances of float32
+    (vattn_mm/analysis/gpu_check.py; finite only for its FINITE_ONLY families)."""
+    model = build_micro(name)
+    metrics = check_autocast(model, torch.randn(2, 3, *CASES[name].size), [torch.float16],
+                             finite_only=name in FINITE_ONLY)
+    assert set(metrics) == {'float16 out', 'float16 grad'}
 
 
 @pytest.mark.parametrize('dtype', DTYPES, ids=str)
