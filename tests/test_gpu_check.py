@@ -120,3 +120,21 @@ def test_bad_arguments_are_clear_errors(tool, tmp_path):
     with pytest.raises(SystemExit):
         tool.parse_args(['--out', str(tmp_path), '--maskrcnn-iters', '-1'])
     assert not list(tmp_path.iterdir())       # nothing written
+
+
+def test_golden_input_gradients_where_a_fixture_has_them(tmp_path):
+    """No fixture carries ``grad_weights`` yet: one made from our own run
+    checks the path, and a wrong ``grad_input`` fails it."""
+    rec = load_case(GOLDEN / 'pvtv2' / 'micro_li.pt')
+    model = gpu_check.golden_backbone(rec, tmp_path)
+    x = rec['input'].clone().requires_grad_()
+    weights = [torch.randn_like(o) for o in rec['outputs']]
+    sum((o * w).sum() for o, w in zip(model(x), weights)).backward()
+    rec.update(grad_weights=weights, grad_input=x.grad)
+    torch.save(rec, tmp_path / 'with_grad.pt')
+    metrics = gpu_check.check_golden_backbone(tmp_path / 'with_grad.pt', torch.device('cpu'))
+    assert metrics['grad err'] < 1e-6
+    rec['grad_input'] = x.grad * 1.01
+    torch.save(rec, tmp_path / 'wrong_grad.pt')
+    with pytest.raises(AssertionError, match='grad: scaled error'):
+        gpu_check.check_golden_backbone(tmp_path / 'wrong_grad.pt', torch.device('cpu'))
