@@ -1,13 +1,13 @@
 """The package's architecture: subpackages import only downwards
-(utils -> layers / datasets -> backbones / heads -> checkpoint / engine ->
-analysis), so there is no import cycle between them."""
+(utils -> ops / datasets -> layers -> backbones / heads -> checkpoint / engine /
+deploy -> analysis), so there is no import cycle between them."""
 import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / 'vattn_mm'
 #: a subpackage may import only subpackages of a lower rank (and itself)
-RANKS = {'utils': 0, 'datasets': 1, 'layers': 1, 'backbones': 2, 'heads': 2, 'checkpoint': 3,
-         'engine': 3, 'analysis': 4}
+RANKS = {'utils': 0, 'ops': 1, 'datasets': 1, 'layers': 2, 'backbones': 3, 'heads': 3,
+         'checkpoint': 4, 'engine': 4, 'deploy': 4, 'analysis': 5}
 
 
 def subpackage(module: str) -> str:

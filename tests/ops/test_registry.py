@@ -1,0 +1,74 @@
+"""The fast-path registry: settings, the environment variable, configure()."""
+import pickle
+
+import pytest
+import torch
+from torch import nn
+
+from vattn_mm import ops
+from vattn_mm.ops import registry
+
+
+@pytest.fixture
+def sample_path(monkeypatch):
+    """A throwaway registered path (removed afterwards)."""
+    monkeypatch.setitem(registry.FAST_PATHS, 'sample_path', registry.FastPath(
+        'sample_path', 'a test path', devices=('cpu', 'cuda'), default_devices=('cpu',)))
+    monkeypatch.delenv(ops.ENV_VAR, raising=False)
+    return 'sample_path'
+
+
+class Holder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.path = ops.switch('sample_path')
+        self.child = nn.Sequential(nn.Identity())
+        self.child.path = ops.switch('sample_path')
+
+
+def test_defaults_and_settings(sample_path):
+    x = torch.zeros(1)
+    assert ops.switch(sample_path).on(x)
+    assert ops.switch(sample_path).devices == {'cpu'}
+    assert not ops.switch(sample_path, 'plain').on(x)
+    assert not ops.switch(sample_path, {sample_path: False})
+    assert ops.switch(sample_path, {sample_path: True}).devices == {'cpu', 'cuda'}
+    assert ops.switch(sample_path, {sample_path: ['cuda']}).devices == {'cuda'}
+    assert not ops.switch(sample_path).on(x.to(torch.int64))
+
+
+def test_environment_variable_and_precedence(sample_path, monkeypatch):
+    monkeypatch.setenv(ops.ENV_VAR, 'plain')
+    assert not ops.switch(sample_path)
+    monkeypatch.setenv(ops.ENV_VAR, f'{sample_path}=on')
+    assert ops.switch(sample_path).devices == {'cpu', 'cuda'}
+    # the config's setting is more specific than the environment
+    assert ops.switch(sample_path, {sample_path: 'default'}).devices == {'cpu'}
+    monkeypatch.setenv(ops.ENV_VAR, f'{sample_path}=maybe')
+    with pytest.raises(ValueError, match='VATTN_FAST_PATHS'):
+        ops.switch(sample_path)
+
+
+@pytest.mark.parametrize('setting, match', [
+    ({'no_such_path': False}, 'unknown path'), ('fast', "'plain'"),
+    ({'sample_path': 'sometimes'}, 'expected True'), ({'sample_path': ['tpu']}, 'does not run on')])
+def test_bad_settings_are_named(sample_path, setting, match):
+    with pytest.raises(ValueError, match=match):
+        ops.check_setting(setting)
+
+
+def test_configure_reaches_every_module_and_survives_copies(sample_path):
+    model = ops.configure(Holder(), 'plain')
+    assert not model.path and not model.child.path
+    assert pickle.loads(pickle.dumps(model)).child.path.devices == frozenset()
+    ops.configure(model, {sample_path: True})
+    assert model.child.path.devices == {'cpu', 'cuda'}
+    rows = {r['name']: r for r in ops.describe(model)}
+    assert rows[sample_path]['on_in_model'] == ['cpu', 'cuda']
+
+
+def test_registration_is_checked(sample_path):
+    with pytest.raises(ValueError, match='default devices'):
+        registry.FastPath('x', 'r', devices=('cpu',), default_devices=('cuda',))
+    with pytest.raises(KeyError, match='already registered'):
+        ops.register_fast_path(sample_path, 'again')

@@ -1,0 +1,212 @@
+"""The registry of fast paths: every optional kernel, custom autograd
+function or memory-saving schedule that stands in for plain PyTorch.
+
+Each :class:`FastPath` has a name, a one-line reason, the devices it can run
+on, the devices and dtypes where it is on by default and a plain PyTorch
+fallback computing the same values (the layer's ordinary code).  A path is on
+by default only where a recorded measurement says it wins: on CPU from
+docs/benchmarks.md; on CUDA only after a GPU acceptance run
+(``tools/analysis/gpu_check.py``) recorded it.
+
+Users choose with a setting, most specific first:
+
+- the backbone's ``fast_paths`` argument (a config entry:
+  ``backbone=dict(..., fast_paths='plain')`` or
+  ``fast_paths=dict(recompute_ffn=False)``), applied by :func:`configure`;
+- the environment variable ``VATTN_FAST_PATHS`` (``plain``, ``default``, or
+  ``name=on|off|default,...``), read when a layer is built;
+- the registry's defaults.
+
+A setting is ``'default'``, ``'plain'`` (every path off) or a mapping
+``{name: value}`` where ``value`` is ``True`` (on wherever it can run),
+``False`` (off), ``'default'`` or a sequence of device types
+(``('cpu', 'cuda')``).
+
+Layers hold a :class:`Switch` per path, resolved when built (the setting is
+static), and ask it at run time only for the device and dtype
+(:meth:`Switch.on`); the dynamic conditions of a path (autograd recording,
+hooks, autocast, capture) stay with the path's own gate.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional, Union
+
+import torch
+from torch import nn
+
+#: the environment variable read by :func:`switch`
+ENV_VAR = 'VATTN_FAST_PATHS'
+
+_FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+
+Setting = Union[None, str, Mapping[str, Union[bool, str, Iterable[str]]]]
+
+
+@dataclass(frozen=True)
+class FastPath:
+    """One registered fast path.
+
+    Args:
+        name: the key users switch it with (``'recompute_ffn'``).
+        reason: one line: what it saves and how.
+        devices: device types it can run on at all.
+        default_devices: device types where it is on by default (a subset of
+            ``devices``, backed by a recorded measurement).
+        dtypes: input dtypes it takes.
+        evidence: where the measurement behind the defaults is recorded.
+    """
+
+    name: str
+    reason: str
+    devices: tuple[str, ...] = ('cpu', 'cuda')
+    default_devices: tuple[str, ...] = ('cpu',)
+    dtypes: tuple[torch.dtype, ...] = _FLOATS
+    evidence: str = 'docs/benchmarks.md'
+
+    def __post_init__(self):
+        extra = set(self.default_devices) - set(self.devices)
+        if extra:
+            raise ValueError(f'fast path {self.name!r}: default devices {sorted(extra)} '
+                             f'are not among the devices it runs on {list(self.devices)}')
+
+
+#: every registered fast path by name
+FAST_PATHS: dict[str, FastPath] = {}
+
+
+def register_fast_path(name: str, reason: str, *, devices: Iterable[str] = ('cpu', 'cuda'),
+                       default_devices: Iterable[str] = ('cpu',),
+                       dtypes: Iterable[torch.dtype] = _FLOATS,
+                       evidence: str = 'docs/benchmarks.md') -> FastPath:
+    """Register a fast path (once per name) and return it."""
+    if name in FAST_PATHS:
+        raise KeyError(f'fast path {name!r} is already registered')
+    path = FastPath(name, reason, tuple(devices), tuple(default_devices), tuple(dtypes),
+                    evidence)
+    FAST_PATHS[name] = path
+    return path
+
+
+class Switch:
+    """Whether one fast path is on, per device type and dtype; what a layer
+    keeps from :func:`switch`."""
+
+    __slots__ = ('name', 'devices', 'dtypes')
+
+    def __init__(self, name: str, devices: Iterable[str], dtypes: Iterable[torch.dtype]):
+        self.name = name
+        self.devices = frozenset(devices)
+        self.dtypes = frozenset(dtypes)
+
+    def on(self, x: torch.Tensor) -> bool:
+        """Whether the path may run on ``x`` (its device type and dtype)."""
+        return x.device.type in self.devices and x.dtype in self.dtypes
+
+    def __bool__(self) -> bool:
+        return bool(self.devices)
+
+    def __reduce__(self):
+        return Switch, (self.name, tuple(sorted(self.devices)), tuple(self.dtypes))
+
+    def __repr__(self) -> str:
+        return f'Switch({self.name!r}, devices={sorted(self.devices)})'
+
+
+def _parse_env(text: str) -> Setting:
+    text = text.strip()
+    if text in ('', 'default', 'plain'):
+        return text or None
+    setting = {}
+    for item in text.split(','):
+        name, sep, value = item.partition('=')
+        value = value.strip().lower()
+        if not sep or value not in ('on', 'off', 'default', '1', '0', 'true', 'false'):
+            raise ValueError(f'{ENV_VAR}={text!r}: expected "plain", "default" or '
+                             f'"name=on|off|default,...", got the item {item!r}')
+        setting[name.strip()] = (value if value == 'default'
+                                 else value in ('on', '1', 'true'))
+    return setting
+
+
+def check_setting(setting: Setting) -> Optional[dict]:
+    """The setting as ``{name: value}`` (``None`` for the defaults), every
+    name registered and every value valid; a clear error otherwise."""
+    if setting is None or setting == 'default':
+        return None
+    if setting == 'plain':
+        return {name: False for name in FAST_PATHS}
+    if isinstance(setting, str) or not isinstance(setting, Mapping):
+        raise ValueError(f"fast_paths={setting!r}: expected 'default', 'plain' or a dict "
+                         '{name: True | False | "default" | devices}')
+    unknown = sorted(set(setting) - set(FAST_PATHS))
+    if unknown:
+        raise ValueError(f'fast_paths: unknown path(s) {unknown}; registered: '
+                         f'{sorted(FAST_PATHS)}')
+    for name, value in setting.items():
+        if isinstance(value, (bool, str)):
+            if isinstance(value, str) and value != 'default':
+                raise ValueError(f'fast_paths[{name!r}]={value!r}: expected True, False, '
+                                 "'default' or a sequence of device types")
+            continue
+        devices = list(value)
+        bad = sorted(set(devices) - set(FAST_PATHS[name].devices))
+        if bad:
+            raise ValueError(f'fast_paths[{name!r}]: {name} does not run on {bad} (it runs '
+                             f'on {list(FAST_PATHS[name].devices)})')
+    return dict(setting)
+
+
+def _devices(path: FastPath, value) -> tuple[str, ...]:
+    if value is True:
+        return path.devices
+    if value is False:
+        return ()
+    if value == 'default' or value is None:
+        return path.default_devices
+    return tuple(value)
+
+
+def switch(name: str, setting: Setting = None) -> Switch:
+    """The switch of path ``name`` under ``setting``, else the environment
+    variable, else the registry's defaults."""
+    if name not in FAST_PATHS:
+        raise KeyError(f'no fast path named {name!r}; registered: {sorted(FAST_PATHS)}')
+    path = FAST_PATHS[name]
+    value = None
+    for source in (check_setting(_parse_env(os.environ.get(ENV_VAR, ''))),
+                   check_setting(setting)):
+        if source is not None and name in source:
+            value = source[name]
+    return Switch(name, _devices(path, value), path.dtypes)
+
+
+def configure(model: nn.Module, setting: Setting) -> nn.Module:
+    """Re-resolve every :class:`Switch` held by ``model``'s modules under
+    ``setting`` (what a backbone's ``fast_paths`` argument does); returns
+    ``model``."""
+    check_setting(setting)
+    for module in model.modules():
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, Switch):
+                setattr(module, attr, switch(value.name, setting))
+    return model
+
+
+def describe(model: Optional[nn.Module] = None) -> list[dict]:
+    """One row per registered path (name, reason, devices, default devices,
+    dtypes, evidence) and, for ``model``, the devices where its modules have
+    it on."""
+    rows = []
+    for path in FAST_PATHS.values():
+        row = dict(name=path.name, reason=path.reason, devices=list(path.devices),
+                   default_devices=list(path.default_devices),
+                   dtypes=[str(d).replace('torch.', '') for d in path.dtypes],
+                   evidence=path.evidence)
+        if model is not None:
+            on = {d for m in model.modules() for v in vars(m).values()
+                  if isinstance(v, Switch) and v.name == path.name for d in v.devices}
+            row['on_in_model'] = sorted(on)
+        rows.append(row)
+    return rows
