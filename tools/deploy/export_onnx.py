@@ -30,10 +30,11 @@ import sys
 import torch
 from torch import nn
 
-from vattn_mm.analysis.targets import build_spec, is_backbone_spec, strip_pretrained
+from vattn_mm.analysis import build_spec
+from vattn_mm.analysis.targets import is_backbone_spec, strip_pretrained
 from vattn_mm.backbones import (CheckpointError, extract_state_dict, load_pretrained,
                                 read_checkpoint)
-from vattn_mm.checkpoint.onnx import DEFAULT_TIE_TOL, check_onnx, export_onnx, format_checks
+from vattn_mm.deploy import DEFAULT_TIE_TOL, check_onnx, export_onnx, format_checks
 
 DEFAULT_CHECK_SIZES = ((512, 512), (640, 800), (421, 397))
 

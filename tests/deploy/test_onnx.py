@@ -1,4 +1,4 @@
-"""ONNX export (``vattn_mm/checkpoint/onnx.py``, ``tools/deploy/export_onnx.py``):
+"""ONNX export (``vattn_mm/deploy/``, ``tools/deploy/export_onnx.py``):
 every family and every token mixer exported once with dynamic height and
 width and checked in onnxruntime at three sizes, one of them not a multiple
 of 32 (the padding path), to 1e-4 relative error; QuadTree's top-k selection
@@ -16,18 +16,17 @@ import torch
 from torch import nn
 
 from vattn_mm.backbones import TokenPyramid
-from vattn_mm.checkpoint.onnx import (OnnxExportError, OnnxModel, check_onnx, export_onnx,
-                                      format_checks)
+from vattn_mm.deploy import OnnxExportError, OnnxModel, check_onnx, export_onnx, format_checks
 from vattn_mm.layers import MIXERS, coarse_to_fine_attention
 from vattn_mm.layers.selection import pin_selections, record_selections, selecting
 from vattn_mm.utils import export_paths, is_exporting
 
-from .backbone_cases import CASES, build_micro
-from .tools import load_tool as load_script
+from ..backbone_cases import CASES, build_micro
+from ..tools import load_tool as load_script
 
 pytest.importorskip('onnxruntime')
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXPORT_SIZE = (64, 64)
 #: the export size, another aspect ratio, and sides that are not multiples of 32
 CHECK_SIZES = ((64, 64), (96, 128), (77, 61))
@@ -234,7 +233,7 @@ def run_tool(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_tool_end_to_end(tmp_path):
-    from vattn_mm.analysis.targets import build_spec
+    from vattn_mm.analysis import build_spec
     model = build_spec('PVTv2:b0')
     model.init_weights()
     ckpt = tmp_path / 'b0.pth'
