@@ -1,7 +1,7 @@
 """Reusable layers: patch embeddings / stems, token mixers, position modules,
 FFNs, blocks, and the builders that make them from configs."""
 from .agent_attention import AgentAttention
-from .attention import SpatialReductionAttention, merge_heads, split_heads
+from .attention import merge_heads, split_heads
 from .block import LayerScale, TokenBlock, residual_add
 from .builder import (MIXERS, build_layer, build_mixer, build_position, build_shared,
                       register_mixer, registered_class)
@@ -25,6 +25,7 @@ from .position import AbsolutePosEmbed, ConvPosEnc
 from .quadtree_attention import QuadtreeAttention, coarse_to_fine_attention
 from .rest_attention import EfficientMultiHeadAttention
 from .shifted_window_attention import ShiftedWindowAttention
+from .spatial_reduction_attention import SpatialReductionAttention
 
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
