@@ -2,8 +2,7 @@
 families with official releases, each carrying its family facts (key map,
 release wrapper, ImageNet settings, output channels)."""
 from .agent_pvt import AgentPVT
-from .base import (PyramidBackbone, PyramidStage, StageSpec, backbone_class, build_backbone,
-                   build_stage, drop_path_schedule, registered_backbones, released_families)
+from .base import PyramidBackbone
 from .dilateformer import DilateFormer
 from .efficientvit import EfficientViT
 from .focalnet import FocalNet
@@ -14,6 +13,8 @@ from .loading import (CheckpointError, CheckpointMismatchError, FamilyConverter,
 from .p2t import P2T
 from .pvtv2 import PVTv2
 from .quadtree import QuadTree
+from .registry import backbone_class, build_backbone, registered_backbones, released_families
+from .stage import PyramidStage, StageSpec, build_stage, drop_path_schedule
 from .token_pyramid import TokenPyramid
 
 __all__ = [

@@ -1,5 +1,5 @@
-"""The contract every vattn-mm pyramid backbone follows, and the stage
-builder they all use.
+"""The contract every vattn-mm pyramid backbone follows (the stages it is
+built from: :mod:`.stage`).
 
 ``arch`` (a name from the class's ``arch_zoo`` or a dict with the official
 hyper-parameter names), ``out_indices``, ``frozen_stages``, ``norm_eval``,
@@ -13,170 +13,22 @@ its output norm, so freezing and key conversion work the same for all.
 from __future__ import annotations
 
 import copy
-import math
-from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_norm_layer
 from mmengine.logging import MMLogger
 from mmengine.model import BaseModule
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.checkpoint import checkpoint
 
-from ..layers import (TokenBlock, build_layer, build_mixer, build_position, build_shared,
-                      residual_add, tokens_to_map)
+from ..layers import residual_add, tokens_to_map
 from ..layers.patch_embed import Size
 from ..utils.tracing import is_exporting
 from .keymap import KeyMap
 from .loading import FamilyConverter, load_pretrained
-
-
-def drop_path_schedule(depths: Sequence[int], rate: float) -> list[list[float]]:
-    """Stochastic-depth rates rising linearly over all blocks, split by stage."""
-    total = sum(depths)
-    rates = [rate * i / max(total - 1, 1) for i in range(total)]
-    out, start = [], 0
-    for d in depths:
-        out.append(rates[start:start + d])
-        start += d
-    return out
-
-
-def init_transformer_weights(module: nn.Module) -> None:
-    """ViT-style init: truncated-normal linears, unit norms, fan-out convs."""
-    if isinstance(module, nn.Linear):
-        nn.init.trunc_normal_(module.weight, std=.02)
-        if module.bias is not None:
-            nn.init.zeros_(module.bias)
-    elif isinstance(module, (nn.LayerNorm, nn.GroupNorm, _BatchNorm)):
-        if module.weight is not None:
-            nn.init.ones_(module.weight)
-            nn.init.zeros_(module.bias)
-    elif isinstance(module, nn.Conv2d):
-        fan_out = module.kernel_size[0] * module.kernel_size[1] \
-            * module.out_channels // module.groups
-        nn.init.normal_(module.weight, 0, math.sqrt(2.0 / fan_out))
-        if module.bias is not None:
-            nn.init.zeros_(module.bias)
-
-
-def dense_output(x: torch.Tensor) -> torch.Tensor:
-    """A stage map as the dense heads need it: contiguous NCHW.
-
-    Maps viewed from (B, N, C) tokens are channels-last in memory (the next
-    stage's convolutions want them so).  Heads must not get them: the FPN's
-    convolutions pass the layout on (for batches of square images), and
-    mmcv's ``RoIAlign`` reads any input as contiguous NCHW, so Mask R-CNN
-    trained on scrambled RoI features (demo: bbox AP 0.02 instead of 0.73).
-    The official backbones return contiguous maps too."""
-    return x.contiguous()
-
-
-class PyramidStage(nn.Module):
-    """One stage: patch embedding, blocks and (optionally) an output norm.
-
-    ``shared``: ``(name, module)`` the mixers of all blocks use (stored once,
-    under ``name``, and passed to every mixer call); ``position``: a position
-    module whose term is added once, after the first block
-    (``position_where='after_first_block'``) or right after the patch
-    embedding (``'embed'``)."""
-
-    def __init__(self, patch_embed: nn.Module, blocks: Sequence[nn.Module],
-                 norm: Optional[nn.Module] = None,
-                 shared: Optional[tuple[str, nn.Module]] = None,
-                 position: Optional[nn.Module] = None,
-                 position_where: str = 'after_first_block'):
-        super().__init__()
-        if position_where not in ('after_first_block', 'embed'):
-            raise ValueError(f'PyramidStage: position_where={position_where!r}, expected '
-                             "'after_first_block' or 'embed'")
-        self.patch_embed = patch_embed
-        self.blocks = nn.ModuleList(blocks)
-        self.norm = norm if norm is not None else nn.Identity()
-        self.shared_name = None
-        if shared is not None:
-            self.shared_name = shared[0]
-            self.add_module(*shared)
-        if position is not None:
-            self.position = position
-        self.has_position = position is not None
-        self.position_where = position_where
-
-    @property
-    def mixer_args(self) -> tuple:
-        """Extra arguments of every mixer call (the shared module, if any)."""
-        return () if self.shared_name is None else (getattr(self, self.shared_name), )
-
-    @property
-    def size_multiple(self) -> int:
-        """What the stage's map sides must be divisible by (its mixer's need)."""
-        first = self.blocks[0] if len(self.blocks) else None
-        mixer = getattr(first, 'attn', None)
-        return getattr(mixer, 'size_multiple', 1)
-
-
-@dataclass
-class StageSpec:
-    """What one stage is made of; :func:`build_stage` builds it.
-
-    Attributes:
-        embed_dims: token channels.
-        depth: number of blocks.
-        patch_embed: the stage's embedding (stem for stage 0), built.
-        mixer: token-mixer config (``None``: blocks without a mixer).
-        ffn: FFN config; ``embed_dims`` and ``hidden_dims`` are filled in.
-        mlp_ratio: FFN hidden channels / ``embed_dims``.
-        num_heads: filled into mixers that take ``num_heads``.
-        drop_path: stochastic-depth rate of each block.
-        norm_cfg: the blocks' norms (``None``: none).
-        out_norm_cfg: the stage's output norm (``None``: none).
-        position: position-module config (see :mod:`vattn_mm.layers.builder`).
-        layer_scale: initial :class:`~vattn_mm.layers.LayerScale` value.
-        post_norm: normalise branch outputs instead of inputs.
-    """
-
-    embed_dims: int
-    depth: int
-    patch_embed: nn.Module
-    mixer: Optional[Mapping[str, Any]]
-    ffn: Mapping[str, Any]
-    mlp_ratio: float
-    num_heads: Optional[int] = None
-    drop_path: Sequence[float] = ()
-    norm_cfg: Optional[Mapping[str, Any]] = field(
-        default_factory=lambda: dict(type='LN', eps=1e-6))
-    out_norm_cfg: Optional[Mapping[str, Any]] = None
-    position: Optional[Mapping[str, Any]] = None
-    layer_scale: Optional[float] = None
-    post_norm: bool = False
-
-
-def build_stage(index: int, spec: StageSpec) -> PyramidStage:
-    """Stage ``index`` of a pyramid from its :class:`StageSpec`."""
-    dims = spec.embed_dims
-    drop_path = list(spec.drop_path) or [0.] * spec.depth
-    where, position = build_position(spec.position, dims)
-    shared = None if spec.mixer is None else build_shared(spec.mixer, dims, spec.num_heads, index)
-    ffn_args = dict(embed_dims=dims, hidden_dims=int(dims * spec.mlp_ratio))
-    blocks = [
-        TokenBlock(
-            dims,
-            None if spec.mixer is None
-            else build_mixer(spec.mixer, dims, spec.num_heads, index, block=j),
-            build_layer(spec.ffn, 'FFN', **ffn_args),
-            drop_path=drop_path[j], norm_cfg=dict(spec.norm_cfg) if spec.norm_cfg else None,
-            layer_scale=spec.layer_scale, post_norm=spec.post_norm,
-            position=build_layer(position, 'position module') if where == 'block' else None)
-        for j in range(spec.depth)
-    ]
-    norm = build_norm_layer(dict(spec.out_norm_cfg), dims)[1] if spec.out_norm_cfg else None
-    stage_position = build_layer(position, 'position module') \
-        if where in ('after_first_block', 'embed') else None
-    return PyramidStage(spec.patch_embed, blocks, norm, shared, stage_position,
-                        where if stage_position is not None else 'after_first_block')
+from .stage import PyramidStage, StageSpec, build_stage, dense_output, init_transformer_weights
 
 
 class PyramidBackbone(BaseModule):
@@ -211,10 +63,10 @@ class PyramidBackbone(BaseModule):
     #: stage before pooling, where that norm is not a backbone key (``'norm.'``);
     #: ``None``: the backbone holds it (PVTv2's ``norm4``) or there is none (P2T)
     classifier_norm: ClassVar[Optional[str]] = None
-    #: official classifier keys -> mmpretrain ``ImageClassifier`` keys
-    #: (``neck.*`` of :meth:`imagenet_neck`, ``head.fc.*``); ``None``: the
-    #: official head is one linear layer ``head.weight`` / ``head.bias``
-    classifier_keys: ClassVar[Optional[KeyMap]] = None
+    #: the official ImageNet classifier's head keys -> mmpretrain
+    #: ``ImageClassifier`` keys: ``head.fc.*`` (the linear layer) and, where
+    #: the head is more than that, ``neck.*`` of :meth:`imagenet_neck`
+    classifier_head_keys: ClassVar[KeyMap] = KeyMap((('head.', 'head.fc.'), ))
 
     def __init__(self, arch: Union[str, Mapping[str, Any]],
                  out_indices: Sequence[int] = (0, 1, 2, 3),
@@ -438,47 +290,3 @@ class PyramidBackbone(BaseModule):
                     out = out[..., :(h + stride - 1) // stride, :(w + stride - 1) // stride]
                 outs.append(dense_output(out))
         return tuple(outs)
-
-
-def registered_backbones() -> dict[str, type]:
-    """Every registered vattn-mm backbone class, by registered name."""
-    from mmengine.registry import MODELS
-    return {name: cls for name, cls in MODELS.module_dict.items()
-            if isinstance(cls, type) and issubclass(cls, PyramidBackbone)}
-
-
-def released_families() -> dict[str, type]:
-    """The backbones with official releases to convert (a ``converter``), by
-    family name (``'pvtv2'``)."""
-    return {cls.family(): cls for cls in registered_backbones().values()
-            if cls.converter is not None}
-
-
-def backbone_class(name: str) -> type:
-    """The backbone class of a family or class name, case-insensitive
-    (``'pvtv2'``, ``'PVTv2'``, ``'agent_pvt'``, ``'AgentPVT'``)."""
-    classes = registered_backbones()
-    names = {cls.family(): cls for cls in classes.values()}
-    names.update({n.lower(): cls for n, cls in classes.items()})
-    found = names.get(name.lower())
-    if found is None:
-        raise ValueError(f'unknown backbone {name!r}; choose one of {sorted(classes)}')
-    return found
-
-
-def build_backbone(name: str, arch: Union[str, Mapping[str, Any]], *, imagenet: bool = False,
-                   device: Union[str, torch.device] = 'cpu', **kwargs) -> PyramidBackbone:
-    """Build a backbone (``name``: family or class name) without loading
-    weights, on ``device`` (``'meta'``: no memory).
-
-    ``imagenet=True``: with the hyper-parameters of the released ImageNet
-    model where the dense defaults differ (:meth:`PyramidBackbone.imagenet_settings`).
-    """
-    cls = backbone_class(name)
-    if imagenet:
-        updates, extra = cls.imagenet_settings(arch)
-        if updates:
-            arch = {**cls.parse_arch(arch)[1], **updates}
-        kwargs = {**extra, **kwargs}
-    with torch.device(device):
-        return cls(arch=arch, **kwargs)

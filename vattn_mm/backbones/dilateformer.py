@@ -17,7 +17,8 @@ from torch import nn
 
 from ..layers import ConvStem, DepthwiseConv2d, TokenMapConv2d, map_to_tokens
 from ..layers.patch_embed import Size
-from .base import PyramidBackbone, StageSpec, drop_path_schedule
+from .base import PyramidBackbone
+from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import FamilyConverter
 

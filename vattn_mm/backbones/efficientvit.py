@@ -11,7 +11,8 @@ from torch import nn
 from ..layers import ConvNormAct, DSConv, MBConv, map_to_tokens
 from ..layers.lite_mla import OFFICIAL_ACTS, OFFICIAL_NORMS
 from ..layers.patch_embed import Size
-from .base import PyramidBackbone, StageSpec, drop_path_schedule
+from .base import PyramidBackbone
+from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import FamilyConverter
 
@@ -116,7 +117,7 @@ class EfficientViT(PyramidBackbone):
         official_prefix='backbone.',
     )
     official_wrapper = 'state_dict'
-    classifier_keys = KeyMap((
+    classifier_head_keys = KeyMap((
         ('head.op_list.0.', 'neck.conv.'),
         ('head.op_list.2.linear.', 'neck.fc.'),
         ('head.op_list.2.norm.', 'neck.norm.'),

@@ -10,7 +10,8 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from ..layers import OverlapPatchEmbed
-from .base import PyramidBackbone, StageSpec, drop_path_schedule
+from .base import PyramidBackbone
+from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import CheckpointError, FamilyConverter, StateDict
 

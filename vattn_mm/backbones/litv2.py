@@ -7,7 +7,8 @@ from typing import Any, Mapping, Union
 from mmengine.registry import MODELS
 
 from ..layers import BiasedDeformConv2d, DeformableTokenMerging, OverlapPatchEmbed
-from .base import PyramidBackbone, StageSpec, drop_path_schedule
+from .base import PyramidBackbone
+from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import FamilyConverter
 

@@ -9,7 +9,8 @@ from mmengine.registry import MODELS
 
 from ..layers import build_layer
 from ..layers.builder import as_stage_list
-from .base import PyramidBackbone, StageSpec, drop_path_schedule
+from .base import PyramidBackbone
+from .stage import StageSpec, drop_path_schedule
 
 Cfg = Mapping[str, Any]
 _PVT = dict(num_heads=[1, 2, 5, 8], mlp_ratios=[8, 8, 4, 4])

@@ -14,7 +14,7 @@ the same LayerNorm eps), so GAP + linear head reproduce the official logits.
 EfficientViT's ``ClsHead`` is more (1x1 conv + BN + act, pooling, linear +
 LayerNorm + act, linear): all but its last linear layer become the
 registered :class:`~vattn_mm.layers.EfficientViTClsNeck` (the family's
-``imagenet_neck`` / ``classifier_keys``), so its export gives the official
+``imagenet_neck`` / ``classifier_head_keys``), so its export gives the official
 logits too.  Exports of trained detectors / segmentors get GAP + an untrained
 linear head for every family.
 """
@@ -144,15 +144,12 @@ def export_official(src: str, family: str, arch: Arch,
             if key not in extra:
                 raise CheckpointError(f'{src!r} has no classifier norm {key!r}')
             weights[f'backbone.stages.{last}.norm.{name}'] = extra.pop(key)
+    renamed = {k: cls.classifier_head_keys.to_ours(k) for k in extra}
+    weights.update({new: extra.pop(k) for k, new in renamed.items() if new != k})
     neck, width = None, backbone.out_channels[-1]
-    if cls.classifier_keys is not None:   # a classifier neck (EfficientViT's ClsHead)
-        renamed = {k: cls.classifier_keys.to_ours(k) for k in extra}
-        weights.update({new: extra.pop(k) for k, new in renamed.items() if new != k})
-        if any(k.startswith('neck.') for k in weights):
-            neck = backbone.imagenet_neck()
-            width = neck['widths'][-1]
-    elif 'head.weight' in extra:
-        weights.update({f'head.fc.{n}': extra.pop(f'head.{n}') for n in ('weight', 'bias')})
+    if any(k.startswith('neck.') for k in weights):   # a classifier neck (EfficientViT's ClsHead)
+        neck = backbone.imagenet_neck()
+        width = neck['widths'][-1]
     has_head = 'head.fc.weight' in weights
     if has_head:
         classes = weights['head.fc.weight'].shape[0]
