@@ -25,8 +25,7 @@ from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 from .test_training import ROOT
 
-from vattn_mm.backbones import P2T, PVTv2
-from vattn_mm.checkpoint import CheckpointError, CheckpointMismatchError
+from vattn_mm.backbones import CheckpointError, CheckpointMismatchError, P2T, PVTv2
 from vattn_mm.datasets import CLASSES, make_demo_dataset
 from vattn_mm.engine import NameImageErrors
 from vattn_mm.utils import (EmptyDatasetError, ImageLoadError, UnreadableCheckpointError,

@@ -18,8 +18,8 @@ from mmengine.config import Config
 from mmengine.hub import get_config
 from mmengine.registry import DATASETS, MODELS, DefaultScope
 
-from vattn_mm.checkpoint import (CheckpointError, CheckpointMismatchError,
-                                 convert_dense_checkpoint, convert_dense_file,
+from vattn_mm.backbones import CheckpointError, CheckpointMismatchError
+from vattn_mm.checkpoint import (convert_dense_checkpoint, convert_dense_file,
                                  official_dense_state_dict)
 
 from .test_training import DET_DEMO, data_options, run_tool

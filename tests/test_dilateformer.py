@@ -7,8 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from vattn_mm.backbones import DilateFormer
-from vattn_mm.checkpoint import CheckpointMismatchError
+from vattn_mm.backbones import CheckpointMismatchError, DilateFormer
 from vattn_mm.layers import MultiScaleDilatedAttention, dilated_local_attention
 
 from .backbone_cases import CASES

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from vattn_mm.checkpoint import CheckpointError
+from vattn_mm.backbones import CheckpointError
 from vattn_mm.engine import SafeRunner
 from vattn_mm.utils import (TRUST_ENV, CheckpointDownloadError, UnreadableCheckpointError,
                             UntrustedCheckpointError, cached_download, load_checkpoint_file,

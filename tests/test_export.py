@@ -44,9 +44,8 @@ from .golden import (assert_outputs_match, case_paths, load_case, official_arch,
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
-from vattn_mm.backbones import (AgentPVT, FocalNet, LITv2, P2T, build_backbone,
-                                released_families)
-from vattn_mm.checkpoint import CheckpointError, CheckpointMismatchError
+from vattn_mm.backbones import (AgentPVT, CheckpointError, CheckpointMismatchError, FocalNet, LITv2,
+                                P2T, build_backbone, released_families)
 from vattn_mm.checkpoint.export import build_classifier, export_official, write_export
 
 ROOT = Path(__file__).resolve().parents[1]

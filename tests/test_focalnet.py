@@ -6,8 +6,7 @@ import pytest
 import torch
 from mmengine.logging import MMLogger
 
-from vattn_mm.backbones import FocalNet
-from vattn_mm.checkpoint import CheckpointMismatchError, load_pretrained
+from vattn_mm.backbones import CheckpointMismatchError, FocalNet, load_pretrained
 
 from .backbone_cases import CASES
 from .golden import case_paths, load_case, official_arch, read_key_list, write_released

@@ -21,7 +21,7 @@ from mmengine.registry import MODELS, DefaultScope
 from mmengine.runner import Runner
 
 from vattn_mm.utils import UntrustedCheckpointError, load_checkpoint_file
-from vattn_mm.utils.atomic_io import _current_umask as current_umask
+from vattn_mm.utils.atomic_io import current_umask
 
 from .http_server import FileServer
 from .test_training import DET_DEMO, ROOT, SEG_DEMO, run_tool

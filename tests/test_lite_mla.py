@@ -10,8 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from vattn_mm.layers import MIXERS, LiteMLA, build_mixer
-from vattn_mm.layers.patch_embed import map_to_tokens, tokens_to_map
+from vattn_mm.layers import MIXERS, LiteMLA, build_mixer, map_to_tokens, tokens_to_map
 
 from .golden import GOLDEN, assert_outputs_match, load_case
 

@@ -6,8 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from vattn_mm.backbones import LITv2
-from vattn_mm.checkpoint import CheckpointMismatchError
+from vattn_mm.backbones import CheckpointMismatchError, LITv2
 from vattn_mm.layers import BiasedDeformConv2d, DeformableTokenMerging, HiLoAttention
 
 from .backbone_cases import CASES

@@ -3,8 +3,7 @@ test_backbones.py."""
 import pytest
 import torch
 
-from vattn_mm.backbones import P2T
-from vattn_mm.checkpoint import CheckpointMismatchError
+from vattn_mm.backbones import CheckpointMismatchError, P2T
 from vattn_mm.layers import PyramidPoolingAttention, make_pool_convs, pooled_size
 
 from .backbone_cases import CASES

@@ -3,8 +3,7 @@ fixtures, key lists, checkpoints, freezing, sizes) is in test_backbones.py."""
 import pytest
 import torch
 
-from vattn_mm.backbones import PVTv2
-from vattn_mm.checkpoint import CheckpointMismatchError
+from vattn_mm.backbones import CheckpointMismatchError, PVTv2
 
 from .golden import case_paths, load_case, official_arch, write_released
 

@@ -5,9 +5,8 @@ import torch
 import torch.nn.functional as F
 
 import vattn_mm.layers.quadtree_attention as qta
-from vattn_mm.backbones import QuadTree
+from vattn_mm.backbones import CheckpointMismatchError, QuadTree
 from vattn_mm.backbones.quadtree import CLS_TOPKS
-from vattn_mm.checkpoint import CheckpointMismatchError
 from vattn_mm.layers import QuadtreeAttention, coarse_to_fine_attention
 from vattn_mm.layers.quadtree_attention import gathered_aggregate, gathered_scores
 

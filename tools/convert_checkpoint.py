@@ -22,10 +22,10 @@ import argparse
 import sys
 
 import vattn_mm  # noqa: F401  (registers the backbones)
-from vattn_mm.backbones import released_families
-from vattn_mm.checkpoint import CheckpointError
-from vattn_mm.checkpoint.convert import (convert_dense_file, convert_official_file,
-                                         convert_to_official_file, parse_arch_arg)
+from vattn_mm.backbones import CheckpointError, released_families
+from vattn_mm.checkpoint import convert_dense_file
+from vattn_mm.checkpoint.convert import (convert_official_file, convert_to_official_file,
+                                         parse_arch_arg)
 
 EPILOG = """\
 Values that change: P2T's 1x1-conv FFN weights become linear weights (and back).

@@ -24,8 +24,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import vattn_mm  # noqa: F401  (registers the backbones)
-from vattn_mm.backbones import released_families
-from vattn_mm.checkpoint import CheckpointError
+from vattn_mm.backbones import CheckpointError, released_families
 from vattn_mm.checkpoint.convert import parse_arch_arg
 from vattn_mm.checkpoint.export import (export_official, export_trained,
                                         write_export)

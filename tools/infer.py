@@ -49,7 +49,7 @@ from mmengine.utils import ProgressBar
 
 from vattn_mm.engine import ExactCheckpointHook
 from vattn_mm.utils import load_runner_checkpoint, trust_checkpoint
-from vattn_mm.utils.atomic_io import TMP_PREFIX, _current_umask
+from vattn_mm.utils.atomic_io import TMP_PREFIX, current_umask
 from vattn_mm.utils.safe_load import URI_SCHEME
 
 #: the config scopes this tool runs, with the task each stands for
@@ -312,7 +312,7 @@ def infer(args: argparse.Namespace) -> Path:
 
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{out_dir.name}.', dir=out_dir.parent))
-    tmp.chmod(0o777 & ~_current_umask())  # a folder as mkdir makes it, not mkdtemp's 0700
+    tmp.chmod(0o777 & ~current_umask())  # a folder as mkdir makes it, not mkdtemp's 0700
     try:
         with DefaultScope.overwrite_default_scope(scope):  # the Inferencers set it globally
             if scope == 'mmpretrain':
@@ -360,7 +360,7 @@ def write_image(path: Path, array: np.ndarray) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
-    from vattn_mm.backbones.loading import CheckpointError
+    from vattn_mm.backbones import CheckpointError
     from vattn_mm.utils import (CheckpointDownloadError, UnreadableCheckpointError,
                                 UntrustedCheckpointError)
 

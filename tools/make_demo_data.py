@@ -4,7 +4,7 @@
 """
 import argparse
 
-from vattn_mm.datasets.demo import make_demo_dataset
+from vattn_mm.datasets import make_demo_dataset
 
 
 def main() -> None:

@@ -24,8 +24,7 @@ from torch import nn
 from ..backbones import backbone_class, build_backbone, registered_backbones
 from ..layers import (MIXERS, PEG, AgentAttention, EfficientMultiHeadAttention, ExternalAttention,
                       ExternalAttentionUnit, LiteMLA, MultiScalePoolingAttention,
-                      ShiftedWindowAttention)
-from ..layers.patch_embed import map_to_tokens, tokens_to_map
+                      ShiftedWindowAttention, map_to_tokens, tokens_to_map)
 from ..utils import atomic_write
 from .targets import mixer_stage
 

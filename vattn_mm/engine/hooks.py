@@ -97,7 +97,7 @@ class PlainMessageHubHook(Hook):
 
 @HOOKS.register_module()
 class ExactCheckpointHook(Hook):
-    """Raise :class:`~vattn_mm.checkpoint.CheckpointMismatchError` before a
+    """Raise :class:`~vattn_mm.backbones.CheckpointMismatchError` before a
     loaded whole-model checkpoint that does not fit the model key by key and
     shape by shape reaches it (mmengine's ``load_from`` loads with
     ``strict=False``, so a checkpoint of another variant would only log a

@@ -26,7 +26,7 @@ from mmengine.fileio import LocalBackend
 TMP_PREFIX = '.tmp-'
 
 
-def _fsync_dir(directory: str) -> None:
+def fsync_dir(directory: str) -> None:
     """Make a rename in ``directory`` durable (no-op where unsupported)."""
     try:
         fd = os.open(directory, os.O_RDONLY)
@@ -40,13 +40,14 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _current_umask() -> int:
+def current_umask() -> int:
+    """The process's file-creation mask (read by setting and restoring it)."""
     mask = os.umask(0)
     os.umask(mask)
     return mask
 
 
-_UMASK = _current_umask()
+_UMASK = current_umask()
 
 
 def atomic_write(path: Union[str, Path], data: bytes) -> None:
@@ -67,7 +68,7 @@ def atomic_write(path: Union[str, Path], data: bytes) -> None:
         if osp.exists(tmp):
             os.remove(tmp)
         raise
-    _fsync_dir(directory)
+    fsync_dir(directory)
 
 
 class AtomicLocalBackend(LocalBackend):

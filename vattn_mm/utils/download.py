@@ -40,7 +40,7 @@ from typing import BinaryIO, Iterator, Optional
 import torch
 from mmengine.logging import print_log
 
-from .atomic_io import _fsync_dir, atomic_write
+from .atomic_io import atomic_write, fsync_dir
 
 #: seconds to wait for a connection and for each read of the body
 DEFAULT_TIMEOUT = 30.0
@@ -280,7 +280,7 @@ def _download(url: str, path: str, expected: list[tuple[str, str]], timeout: flo
         os.remove(partial)
         raise CheckpointDownloadError(f'{url}: {problem}; the download was discarded')
     os.replace(partial, path)
-    _fsync_dir(osp.dirname(path))
+    fsync_dir(osp.dirname(path))
 
 
 def _read(url: str, response, amount: int, size: int, total: Optional[int]) -> bytes:
