@@ -1,4 +1,4 @@
-"""An onnxruntime CPU session on an exported file, called like the model."""
+"""Running an exported file: an onnxruntime CPU session (:class:`OnnxModel`)."""
 from __future__ import annotations
 
 import os
