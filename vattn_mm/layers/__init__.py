@@ -29,7 +29,8 @@ from .shifted_window_attention import ShiftedWindowAttention
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
     'TokenBlock', 'MIXERS', 'build_layer', 'build_mixer', 'build_position', 'build_shared',
-    'register_mixer', 'registered_class', 'SCALINGS', 'ZooVariant', 'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map',
+    'register_mixer', 'registered_class', 'SCALINGS', 'ZooVariant',
+    'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map',
     'ConvFFN', 'ConvStem', 'NonOverlapPatchEmbed', 'OverlapPatchEmbed', 'map_to_tokens',
     'tokens_to_map', 'QuadtreeAttention', 'coarse_to_fine_attention',
     'P2T_POOL_RATIOS', 'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',
