@@ -8,7 +8,7 @@ mixer's own defaults for the stage (``stage_defaults``), so
 
 A mixer is one file: besides its math, its class declares what the stage
 builder, the test suite and the analysis tools read from :data:`MIXERS`
-(nothing about a mixer is listed anywhere else).  Declarations:
+(no list elsewhere needs a new mixer).  Declarations:
 
 * ``scaling = 'linear' | 'quadratic'`` (required by the suite): how the
   mixer's multiply-adds grow with the number of tokens ``N`` at a fixed width
@@ -21,8 +21,8 @@ builder, the test suite and the analysis tools read from :data:`MIXERS`
   reference in parameters and GMACs (at least one; the suite checks the 5 %).
 * ``inner_width``: the constructor option that sets the channels of the
   queries, keys and values (``'attn_dims'``; ``'modulation_dims'`` for focal
-  modulation), the zoo's matching knob; the suite checks it widens only the
-  projections.
+  modulation), the zoo's matching knob; the suite checks a wider one keeps
+  the token shapes, adds parameters and trains.
 * ``macs(self, x_shape) -> int``: all of the mixer's multiply-adds on tokens
   of shape ``(B, N, C)``, by the formula of its algorithm, for mixers whose
   arithmetic a dispatcher-level counter cannot see (elementwise products);
