@@ -1,31 +1,22 @@
-"""Every registered token mixer in the generic skeleton (TokenPyramid): built
-from its type alone in every stage, forward and backward at even and odd
-input sizes, mixed with another mixer, and a new mixer added without
-touching the backbones."""
-import math
-
+"""Every registered token mixer in the generic skeleton (TokenPyramid): its
+declarations, built from its type alone in every stage, forward and backward
+at even and odd input sizes, mixed with another mixer (the per-mixer checks:
+``tests/layers/mixer_contract.py``)."""
 import pytest
 import torch
 from mmengine.registry import MODELS
-from torch import nn
 
-from vattn_mm.backbones import TokenPyramid
-from vattn_mm.layers import MIXERS, build_mixer, register_mixer
-from vattn_mm.layers.patch_embed import Size
+from vattn_mm.layers import MIXERS, build_mixer
 
-MICRO = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
-             depths=[1, 2, 1, 1])
+from .layers.mixer_contract import (check_batch_independence, check_bf16_and_cp,
+                                    check_declarations, check_from_type_alone,
+                                    check_inner_width, micro)
+
 EXPECTED_MIXERS = {
     'SpatialReductionAttention', 'PyramidPoolingAttention', 'QuadtreeAttention',
     'HiLoAttention', 'MultiScaleDilatedAttention', 'GlobalSelfAttention', 'FocalModulation',
     'AgentAttention', 'EfficientMultiHeadAttention', 'ExternalAttention', 'LiteMLA',
     'MultiScalePoolingAttention', 'ShiftedWindowAttention'}
-
-
-def micro(mixer, **kwargs) -> TokenPyramid:
-    model = TokenPyramid(MICRO, mixer=mixer, drop_path_rate=0., **kwargs)
-    model.init_weights()
-    return model
 
 
 def test_every_mixer_is_listed():
@@ -35,86 +26,30 @@ def test_every_mixer_is_listed():
 
 
 @pytest.mark.parametrize('name', sorted(MIXERS))
+def test_mixer_declarations(name):
+    check_declarations(name)
+
+
+@pytest.mark.parametrize('name', sorted(MIXERS))
 @pytest.mark.parametrize('size', [(64, 64), (70, 90)], ids=['64x64', '70x90'])
 def test_mixer_from_type_alone_in_every_stage(name, size):
-    model = micro(dict(type=name)).train()
-    x = torch.randn(2, 3, *size, requires_grad=True)
-    outs = model(x)
-    assert [o.shape for o in outs] == [
-        (2, c, math.ceil(size[0] / s), math.ceil(size[1] / s))
-        for c, s in zip(MICRO['embed_dims'], (4, 8, 16, 32))]
-    sum(o.square().mean() for o in outs).backward()
-    assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
-    for key, p in model.named_parameters():
-        assert p.grad is not None and torch.isfinite(p.grad).all(), key
-    mixers = [stage.blocks[0].attn for stage in model.stages]
-    assert all(type(m) is MIXERS[name] for m in mixers)
+    check_from_type_alone(name, size)
 
 
 @pytest.mark.parametrize('name', sorted(MIXERS))
 def test_mixer_batch_elements_are_independent(name):
-    model = micro(dict(type=name)).eval()
-    x = torch.randn(2, 3, 64, 96)
-    with torch.no_grad():
-        both = model(x)
-        first = model(x[:1])
-    for a, b in zip(both, first):
-        torch.testing.assert_close(a[:1], b, rtol=1e-4, atol=1e-5)
+    check_batch_independence(name)
 
 
 @pytest.mark.parametrize('name', sorted(MIXERS))
 def test_mixer_under_bf16_autocast_and_with_cp(name):
-    """Forward and backward under CPU bf16 autocast stay finite and near the
-    float32 outputs; activation checkpointing gives the same gradients."""
-    model = micro(dict(type=name)).train()
-    x = torch.randn(1, 3, 64, 64)
-    ref = model(x)
-    with torch.autocast('cpu', dtype=torch.bfloat16):
-        outs = model(x)
-    sum(o.float().square().mean() for o in outs).backward()
-    for out, want in zip(outs, ref):
-        assert torch.isfinite(out).all()
-        assert (out.float() - want).abs().max() <= 0.1 * want.abs().max() + 0.05
-    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
-
-    grads = []
-    for with_cp in (False, True):
-        model.zero_grad()
-        model.with_cp = with_cp
-        inp = x.clone().requires_grad_()
-        sum(o.square().mean() for o in model(inp)).backward()
-        grads.append([inp.grad] + [p.grad.clone() for p in model.parameters()])
-    for plain, checkpointed in zip(*grads):
-        torch.testing.assert_close(checkpointed, plain, rtol=1e-5, atol=1e-6)
+    check_bf16_and_cp(name)
 
 
-#: the option that sets a mixer's query / key / value width (its inner width)
-WIDTH_OPTION = {name: 'attn_dims' for name in (
-    'SpatialReductionAttention', 'PyramidPoolingAttention', 'QuadtreeAttention',
-    'HiLoAttention', 'MultiScaleDilatedAttention', 'GlobalSelfAttention',
-    'EfficientMultiHeadAttention', 'MultiScalePoolingAttention', 'ShiftedWindowAttention')}
-WIDTH_OPTION['FocalModulation'] = 'modulation_dims'
-
-
-@pytest.mark.parametrize('name', sorted(WIDTH_OPTION))
+@pytest.mark.parametrize('name', sorted(n for n, c in MIXERS.items()
+                                        if getattr(c, 'inner_width', None)))
 def test_mixer_inner_width_option(name):
-    """A wider inner width (what the attention zoo matches parameters with)
-    keeps the token shapes, adds exactly the projections' parameters, trains,
-    and the explicit default width is the default module."""
-    option = WIDTH_OPTION[name]
-    default = micro(dict(type=name))
-    same = micro(dict(type=name, **{option: None}))
-    assert {k: v.shape for k, v in default.state_dict().items()} == \
-        {k: v.shape for k, v in same.state_dict().items()}
-    wide = micro([dict(type=name, **{option: 2 * c}) for c in MICRO['embed_dims']]).train()
-    assert sum(p.numel() for p in wide.parameters()) > sum(p.numel() for p in default.parameters())
-    x = torch.randn(1, 3, 70, 90)
-    outs = wide(x)
-    assert [o.shape[1] for o in outs] == MICRO['embed_dims']
-    sum(o.square().mean() for o in outs).backward()
-    assert all(p.grad is not None and torch.isfinite(p.grad).all() for p in wide.parameters())
-    with pytest.raises(ValueError, match=option):
-        build_mixer(dict(type=name, **{option: 0}), embed_dims=32, num_heads=2, stage=0)
+    check_inner_width(name)
 
 
 def test_dilated_bands_with_a_wider_inner_width():
@@ -186,27 +121,3 @@ def test_bad_mixer_configs_are_clear_errors():
         micro([dict(sr_ratio=2)] * 4)
     with pytest.raises(ValueError, match="where='everywhere'"):
         micro(dict(type='HiLoAttention'), position=dict(type='ConvPosEnc', where='everywhere'))
-
-
-def test_a_new_mixer_needs_no_backbone_change():
-    @register_mixer
-    class ChannelGateMixer(nn.Module):
-        """A mixer defined outside the package: a per-channel gate."""
-
-        def __init__(self, embed_dims: int, hidden: int = 4):
-            super().__init__()
-            self.gate = nn.Sequential(nn.Linear(embed_dims, hidden), nn.ReLU(),
-                                      nn.Linear(hidden, embed_dims))
-
-        def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
-            return x * self.gate(x.mean(1, keepdim=True)).sigmoid()
-
-    try:
-        model = micro(dict(type='ChannelGateMixer'))
-        assert type(model.stages[2].blocks[0].attn) is ChannelGateMixer
-        assert len(model(torch.randn(1, 3, 32, 32))) == 4
-        assert isinstance(build_mixer(dict(type='ChannelGateMixer', hidden=2), 8).gate[0],
-                          nn.Linear)
-    finally:
-        MODELS._module_dict.pop('ChannelGateMixer')
-        MIXERS.pop('ChannelGateMixer')

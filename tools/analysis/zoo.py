@@ -1,5 +1,7 @@
 """The attention zoo (docs/zoo.md): every token mixer in one macro
-architecture (``configs/_base_/backbones/zoo_*.py``), measured the same way.
+architecture (``configs/_base_/backbones/zoo_common.py``), measured the same
+way; the variants are what the registered mixers declare (``zoo_variants``,
+:mod:`vattn_mm.layers.builder`).
 
     python tools/analysis/zoo.py --docs docs/zoo.md            # the full run (2-core CPU)
     python tools/analysis/zoo.py --device cuda --dtype bf16    # CUDA, bf16 autocast
@@ -24,9 +26,9 @@ batch 1:
   (recorded in the CSV's ``error`` column); the growth exponents of time and
   memory in the number of tokens are least-squares slopes in log-log;
 * **accuracy**: each variant trained from scratch with the same schedule on
-  the embedded demo data, UperNet (mIoU) and Mask R-CNN (box / mask AP),
-  ``configs/zoo/<variant>_{upernet,maskrcnn}_demo.py``, once per seed (a
-  fresh process each: train, then test).
+  the embedded demo data, UperNet (mIoU) and Mask R-CNN (box / mask AP): the
+  demo recipes with the variant's backbone (:func:`task_config`), once per
+  seed (a fresh process each: train, then test).
 
 Writes to ``--out-dir``: ``zoo_speed.csv``, ``zoo_scaling.csv``,
 ``zoo_accuracy.csv``, ``zoo.md`` (the tables), ``zoo_latency.png``,
@@ -53,8 +55,8 @@ from typing import Any, Optional, Sequence
 import benchlib
 
 ROOT = Path(__file__).resolve().parents[2]
-FRAGMENTS = ROOT / 'configs' / '_base_' / 'backbones'
-TASK_CONFIGS = ROOT / 'configs' / 'zoo'
+#: the zoo's macro architecture, which every variant's mixer goes into
+COMMON = ROOT / 'configs' / '_base_' / 'backbones' / 'zoo_common.py'
 #: the variant every other one is matched to
 REFERENCE = 'sra'
 #: quick mode: tiny widths, one block per stage (mixer settings unchanged)
@@ -66,18 +68,32 @@ FULL_TRAIN_MAX_SIZE = 1024
 #: demo training iterations per run (60 runs: 15 variants x 2 tasks x 2 seeds)
 FULL_TRAIN_ITERS = 60
 QUICK_SIZES = (64, 96)
-#: task -> (config suffix, metric keys reported by the evaluator, short names)
+#: task -> (demo recipe, metric keys reported by the evaluator, short names)
 TASKS = {
-    'seg': ('upernet_demo', {'mIoU': 'mIoU'}),
-    'det': ('maskrcnn_demo', {'coco/bbox_mAP': 'box AP', 'coco/segm_mAP': 'mask AP'}),
+    'seg': (ROOT / 'configs' / '_base_' / 'zoo_upernet_demo.py', {'mIoU': 'mIoU'}),
+    'det': (ROOT / 'configs' / '_base_' / 'maskrcnn_demo.py',
+            {'coco/bbox_mAP': 'box AP', 'coco/segm_mAP': 'mask AP'}),
 }
 RESULTS_BEGIN, RESULTS_END = '<!-- zoo:results -->', '<!-- /zoo:results -->'
 
 
+def declared_variants() -> dict:
+    """``{variant: (mixer type, ZooVariant)}`` of every registered token
+    mixer's ``zoo_variants``, the reference first, then by name."""
+    from vattn_mm.layers import MIXERS
+    found: dict = {}
+    for mixer, cls in MIXERS.items():
+        for name, entry in getattr(cls, 'zoo_variants', {}).items():
+            if name in found:
+                raise ValueError(f'zoo variant {name!r} is declared by both {found[name][0]} '
+                                 f'and {mixer}')
+            found[name] = (mixer, entry)
+    return {name: found[name] for name in sorted(found, key=lambda n: (n != REFERENCE, n))}
+
+
 def variants() -> list[str]:
-    """Every zoo variant (a ``zoo_<name>.py`` fragment), the reference first."""
-    names = sorted(p.stem[4:] for p in FRAGMENTS.glob('zoo_*.py') if p.stem != 'zoo_common')
-    return sorted(names, key=lambda n: n != REFERENCE)
+    """Every zoo variant, the reference first."""
+    return list(declared_variants())
 
 
 def _split(spec: str) -> tuple[str, bool]:
@@ -92,12 +108,49 @@ def _split(spec: str) -> tuple[str, bool]:
 def backbone_config(spec: str) -> dict:
     """The backbone config of ``'<variant>'`` or ``'<variant>@quick'``
     (tiny widths, :data:`QUICK_ARCH`)."""
-    from mmengine.config import Config
     name, quick = _split(spec)
-    cfg = Config.fromfile(str(FRAGMENTS / f'zoo_{name}.py')).backbone.to_dict()
+    cfg = _variant_backbone(name, quick)
     cfg.pop('init_cfg', None)
+    return cfg
+
+
+def _variant_backbone(name: str, quick: bool) -> dict:
+    """The macro architecture's backbone config with the mixer (and position
+    module) that variant ``name`` declares."""
+    from mmengine.config import Config
+    mixer, entry = declared_variants()[name]
+    cfg = Config.fromfile(str(COMMON)).backbone.to_dict()
+    settings = entry.mixer
+    cfg['mixer'] = ([dict(type=mixer, **stage) for stage in settings]
+                    if isinstance(settings, tuple) else dict(type=mixer, **settings))
+    if entry.position is not None:
+        cfg['position'] = dict(entry.position)
     if quick:
         cfg['arch'] = dict(QUICK_ARCH)
+    return cfg
+
+
+def task_config(variant: str, task: str, *, quick: bool = False,
+                cfg_options: Optional[dict] = None, work_dir: Optional[str] = None):
+    """The training config of ``variant`` on the demo ``task`` (a key of
+    :data:`TASKS`): the task's demo recipe with the variant's backbone (drop
+    path 0) and the neck / head input widths it needs, then ``cfg_options``.
+    ``configs/zoo/<variant>_{upernet,maskrcnn}_demo.py`` are these configs as
+    files for ``tools/train.py``."""
+    from mmengine.config import Config
+
+    from vattn_mm.utils.launch import load_config
+    cfg = load_config(str(TASKS[task][0]), cfg_options, work_dir)
+    backbone = _variant_backbone(_split(variant)[0], quick)
+    backbone['drop_path_rate'] = 0.0
+    channels = (list(QUICK_ARCH['embed_dims']) if quick
+                else Config.fromfile(str(COMMON)).backbone_channels)
+    cfg.model.backbone = backbone
+    if task == 'det':
+        cfg.model.neck.in_channels = channels
+    else:
+        cfg.model.decode_head.in_channels = channels
+        cfg.model.auxiliary_head.in_channels = channels[2]
     return cfg
 
 
@@ -337,21 +390,13 @@ def _train_worker(spec: dict) -> dict:
     import torch
 
     import vattn_mm  # noqa: F401  (registers the backbones and the runner)
-    from vattn_mm.utils.launch import load_config, use_protections
+    from vattn_mm.utils.launch import use_protections
     if spec.get('threads'):
         torch.set_num_threads(spec['threads'])
-    config = TASK_CONFIGS / f'{spec["variant"]}_{TASKS[spec["task"]][0]}.py'
-    cfg = load_config(str(config), train_options(spec['task'], Path(spec['data_root']),
-                                                 spec['iters'], spec['seed'], spec['quick']),
-                      spec['work_dir'])
-    if spec['quick']:
-        dims = QUICK_ARCH['embed_dims']
-        cfg.model.backbone.arch = dict(QUICK_ARCH)
-        if spec['task'] == 'det':
-            cfg.model.neck.in_channels = list(dims)
-        else:
-            cfg.model.decode_head.in_channels = list(dims)
-            cfg.model.auxiliary_head.in_channels = dims[2]
+    options = train_options(spec['task'], Path(spec['data_root']), spec['iters'], spec['seed'],
+                            spec['quick'])
+    cfg = task_config(spec['variant'], spec['task'], quick=spec['quick'], cfg_options=options,
+                      work_dir=spec['work_dir'])
     use_protections(cfg)
     runner = RUNNERS.build(cfg) if 'runner_type' in cfg else Runner.from_cfg(cfg)
     start = time.perf_counter()

@@ -4,16 +4,15 @@ models measured (:mod:`.targets`) and the published numbers they are checked
 against (:mod:`.reference`).  The speed / memory benchmarks that run these
 models in worker processes are scripts: ``tools/analysis/``."""
 from .compile import CompileReport, GraphBreak, compile_report
-from .complexity import (COUNT_STANDINS, ELEMENTWISE_MACS, OPAQUE_MACS, Complexity,
-                         count_complexity, count_params)
+from .complexity import (COUNT_STANDINS, Complexity, count_complexity, count_params,
+                         declared_macs)
 from .targets import (MIXER_SPEC, ImageNetClassifier, Target, build_spec, mixer_stage,
                       build_config_model, build_target, model_complexity,
                       spec_complexity)
 
 __all__ = [
     'CompileReport', 'GraphBreak', 'compile_report',
-    'COUNT_STANDINS', 'ELEMENTWISE_MACS', 'OPAQUE_MACS', 'Complexity', 'count_complexity',
-    'count_params',
+    'COUNT_STANDINS', 'Complexity', 'count_complexity', 'count_params', 'declared_macs',
     'MIXER_SPEC', 'mixer_stage', 'ImageNetClassifier', 'Target', 'build_spec', 'build_config_model',
     'build_target', 'model_complexity', 'spec_complexity',
 ]

@@ -8,11 +8,13 @@ fake tensors without storage), and completes it where a dispatcher counter
 cannot see the arithmetic:
 
 * custom attention computed with elementwise products (DilateFormer's
-  dilated local attention): the module is counted by the formula of the
-  algorithm, whatever its implementation runs (:data:`OPAQUE_MACS`);
-* the elementwise gating of focal modulation, which the FocalNet paper counts
-  (``flops()`` of the official ``FocalModulation``), is added to what the
-  counter sees in the module (:data:`ELEMENTWISE_MACS`);
+  dilated local attention): a token mixer that declares ``macs`` is counted by
+  that formula of its algorithm, whatever its implementation runs;
+* elementwise products a paper counts, e.g. the gating of focal modulation
+  (``flops()`` of the official ``FocalModulation``): a token mixer's
+  ``elementwise_macs`` are added to what the counter sees in it
+  (both declarations: :mod:`vattn_mm.layers.builder`, read from
+  :data:`~vattn_mm.layers.MIXERS` when counting);
 * ops implemented outside the dispatcher (mmcv's C++ deformable convolution in
   LITv2's token merging): a shape-equivalent stand-in with the same matrix
   product runs while counting (:data:`COUNT_STANDINS`).
@@ -32,33 +34,15 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode, sdpa_flop_count
 
-from ..layers import BiasedDeformConv2d, FocalModulation, MultiScaleDilatedAttention
+from ..layers import MIXERS, BiasedDeformConv2d
+
+MacsFn = Callable[[nn.Module, torch.Size], int]
 
 
-def _dilated_attention_macs(module: MultiScaleDilatedAttention, args: tuple,
-                            output: torch.Tensor) -> int:
-    """``qkv`` (C -> 3A, ``A = attn_dims``) and ``proj`` (A -> C) projections,
-    and ``q . k`` and ``attn . v`` over ``kernel_size**2`` neighbours per token
-    and attention channel (what the official unfold + matmul counts, zero
-    padding included)."""
-    b, n, c = args[0].shape
-    a = module.attn_dims
-    return b * n * a * (4 * c + 2 * module.kernel_size ** 2)
-
-
-def _focal_gating_macs(module: FocalModulation, args: tuple, output: torch.Tensor) -> int:
-    """Per token and modulation channel: one gate product per focal level,
-    one for the global context and the ``q * modulator`` product (official
-    ``flops()``)."""
-    b, n, _ = args[0].shape
-    return b * n * module.modulation_dims * (module.focal_level + 2)
-
-
-MacsFn = Callable[[nn.Module, tuple, Any], int]
-#: module type -> all its MACs (what the counter sees inside is ignored)
-OPAQUE_MACS: dict[type, MacsFn] = {MultiScaleDilatedAttention: _dilated_attention_macs}
-#: module type -> MACs it computes with elementwise ops, on top of the counter's
-ELEMENTWISE_MACS: dict[type, MacsFn] = {FocalModulation: _focal_gating_macs}
+def declared_macs(hook: str) -> dict[type, MacsFn]:
+    """``mixer class -> formula`` of every registered token mixer that
+    declares ``hook`` (``'macs'`` or ``'elementwise_macs'``)."""
+    return {cls: getattr(cls, hook) for cls in MIXERS.values() if hasattr(cls, hook)}
 
 
 def _deform_conv_standin(module: BiasedDeformConv2d, x: torch.Tensor) -> torch.Tensor:
@@ -130,14 +114,16 @@ def _standins(model: nn.Module) -> Iterator[None]:
 class _Ledger:
     """Books the counter's running total on the innermost module being run
     (by call stack: a module called from elsewhere, like P2T's stage-shared
-    pooling convs, is still booked under its own path), adds
-    :data:`ELEMENTWISE_MACS` and replaces what runs inside an
-    :data:`OPAQUE_MACS` module by its formula.  Amounts are in FLOPs (2 per
-    multiply-add), like the counter's."""
+    pooling convs, is still booked under its own path), adds the mixers'
+    ``elementwise_macs`` and replaces what runs inside a mixer that declares
+    ``macs`` by its formula.  Amounts are in FLOPs (2 per multiply-add), like
+    the counter's."""
 
     def __init__(self, model: nn.Module, counter: FlopCounterMode):
         self.paths = _module_paths(model)
         self.counter = counter
+        self.opaque = declared_macs('macs')
+        self.elementwise = declared_macs('elementwise_macs')
         self.stack = [self.paths[model]]
         self.opaque_depth = 0
         self.seen = 0
@@ -155,18 +141,18 @@ class _Ledger:
     def _enter(self, module: nn.Module, args: tuple) -> None:
         self._flush()
         self.stack.append(self.paths[module])
-        self.opaque_depth += type(module) in OPAQUE_MACS
+        self.opaque_depth += type(module) in self.opaque
 
     def _leave(self, module: nn.Module, args: tuple, output: Any) -> None:
         self._flush()
         path = self.stack.pop()
         kind = type(module)
-        if kind in OPAQUE_MACS:
+        if kind in self.opaque:
             self.opaque_depth -= 1
             if not self.opaque_depth:
-                self._book(path, 2 * OPAQUE_MACS[kind](module, args, output))
-        elif kind in ELEMENTWISE_MACS and not self.opaque_depth:
-            self._book(path, 2 * ELEMENTWISE_MACS[kind](module, args, output))
+                self._book(path, 2 * self.opaque[kind](module, args[0].shape))
+        elif kind in self.elementwise and not self.opaque_depth:
+            self._book(path, 2 * self.elementwise[kind](module, args[0].shape))
 
     @contextlib.contextmanager
     def hooks(self) -> Iterator[None]:

@@ -3,8 +3,8 @@ FFNs, blocks, and the builders that make them from configs."""
 from .agent_attention import AgentAttention
 from .attention import merge_heads, split_heads
 from .block import LayerScale, TokenBlock, residual_add
-from .builder import (MIXERS, build_layer, build_mixer, build_position, build_shared,
-                      register_mixer, registered_class)
+from .builder import (MIXERS, SCALINGS, ZooVariant, build_layer, build_mixer, build_position,
+                      build_shared, register_mixer, registered_class)
 from .conv import DepthwiseConv2d, TokenMapConv2d, is_token_map
 from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
 from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
@@ -30,7 +30,8 @@ from .spatial_reduction_attention import SpatialReductionAttention
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
     'TokenBlock', 'MIXERS', 'build_layer', 'build_mixer', 'build_position', 'build_shared',
-    'register_mixer', 'registered_class', 'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map',
+    'register_mixer', 'registered_class', 'SCALINGS', 'ZooVariant',
+    'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map',
     'ConvFFN', 'ConvStem', 'NonOverlapPatchEmbed', 'OverlapPatchEmbed', 'map_to_tokens',
     'tokens_to_map', 'QuadtreeAttention', 'coarse_to_fine_attention',
     'P2T_POOL_RATIOS', 'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',

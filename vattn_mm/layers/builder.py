@@ -4,20 +4,51 @@ A **token mixer** is a registered module called as ``mixer(tokens, (H, W))``
 that returns tokens of the same shape.  The stage builder fills in what it
 knows (``embed_dims``, ``num_heads`` where the mixer takes it) and the
 mixer's own defaults for the stage (``stage_defaults``), so
-``dict(type='HiLoAttention')`` is a complete config.  Optional class
-attributes a mixer may define:
+``dict(type='HiLoAttention')`` is a complete config.
+
+A mixer is one file: besides its math, its class declares what the stage
+builder, the test suite and the analysis tools read from :data:`MIXERS`
+(no list elsewhere needs a new mixer).  Declarations:
+
+* ``scaling = 'linear' | 'quadratic'`` (required by the suite): how the
+  mixer's multiply-adds grow with the number of tokens ``N`` at a fixed width
+  and fixed settings.  The suite checks a ``'linear'`` mixer's MACs and
+  largest tensor grow 4x per 4x tokens.
+* ``full_attention = True``: the mixer attends every token to every token
+  and holds an ``N x N`` matrix; every other mixer is checked to hold none.
+* ``zoo_variants``: ``{variant name: ZooVariant(...)}``, the mixer's entries
+  in the attention zoo (docs/zoo.md): the settings that match the zoo's
+  reference in parameters and GMACs (at least one; the suite checks the 5 %).
+* ``inner_width``: the constructor option that sets the channels of the
+  queries, keys and values (``'attn_dims'``; ``'modulation_dims'`` for focal
+  modulation), the zoo's matching knob; the suite checks a wider one keeps
+  the token shapes, adds parameters and trains.
+* ``macs(self, x_shape) -> int``: all of the mixer's multiply-adds on tokens
+  of shape ``(B, N, C)``, by the formula of its algorithm, for mixers whose
+  arithmetic a dispatcher-level counter cannot see (elementwise products);
+  what its implementation runs is then not counted
+  (:func:`vattn_mm.analysis.count_complexity`).
+* ``elementwise_macs(self, x_shape) -> int``: multiply-adds the mixer
+  computes with elementwise products, added to what the counter sees.
+
+Optional hooks of the stage builder:
 
 * ``stage_defaults(stage) -> dict``: hyper-parameters the mixer's paper uses
   in stage ``stage`` (0 = stride 4) of a four-stage pyramid, e.g. the
   spatial-reduction ratios 8/4/2/1; a config's own values win.
 * ``block_defaults(block) -> dict``: hyper-parameters for block ``block``
-  (0 = first) of a stage, over the stage defaults, e.g. Swin's shift in odd
-  blocks only; a config's own values win.
+  (0 = first) of a stage, over the stage defaults: for mixers that alternate
+  between blocks, e.g. Swin's shift in odd blocks only; a config's own
+  values win.
 * ``build_shared(embed_dims, **cfg) -> nn.Module`` and ``shared_name``: a
-  module every block of the stage shares (P2T's pooling convs); the stage
-  owns it under ``shared_name`` and passes it to each mixer call.
+  module (parameters) every block of the stage shares, e.g. P2T's pooling
+  convs; the stage owns it under ``shared_name`` and passes it to each mixer
+  call as an extra argument.
 * ``size_multiple`` (property): what the sides of the map the mixer gets
   must be divisible by; the backbone pads its input accordingly.
+
+A mixer file is imported explicitly by ``vattn_mm/layers/__init__.py`` (one
+line; no discovery of files by name), which registers it.
 
 A **position module** (e.g. :class:`~vattn_mm.layers.ConvPosEnc`) returns a
 positional term added to the tokens, before every block (``where='block'``),
@@ -29,6 +60,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Union
 
 from mmengine.registry import MODELS
@@ -36,15 +68,57 @@ from torch import nn
 
 Cfg = Mapping[str, Any]
 POSITION_PLACES = ('block', 'after_first_block', 'embed')
+#: what a mixer's ``scaling`` may say
+SCALINGS = ('linear', 'quadratic')
 #: every token mixer registered with :func:`register_mixer`, by name
 MIXERS: dict[str, type] = {}
 
 
+@dataclass(frozen=True)
+class ZooVariant:
+    """A mixer's entry in the attention zoo (docs/zoo.md): the zoo's macro
+    architecture with this mixer in every stage.
+
+    Attributes:
+        mixer: the mixer's settings over its stage defaults, one dict for
+            every stage or a tuple of one dict per stage (without ``type``).
+        position: a position-module config of the variant (None: none).
+        matched: the settings bring the backbone's parameters and GMACs at
+            224x224 within 5 % of the reference's (False: a baseline without
+            such a knob, e.g. full attention).
+    """
+
+    mixer: Union[Cfg, tuple] = field(default_factory=dict)
+    position: Optional[Cfg] = None
+    matched: bool = True
+
+    @classmethod
+    def per_stage(cls, same: Optional[Cfg] = None, **per_stage: tuple) -> 'ZooVariant':
+        """A variant whose settings ``per_stage`` give one value per stage
+        (``attn_dims=(32, 64, 480, 896)``), with the settings ``same`` in
+        every stage."""
+        counts = {len(values) for values in per_stage.values()}
+        if len(counts) != 1:
+            raise ValueError(f'ZooVariant.per_stage: give every setting one value per stage, '
+                             f'got {per_stage}')
+        return cls(tuple({**(same or {}), **dict(zip(per_stage, values))}
+                         for values in zip(*per_stage.values())))
+
+
 def register_mixer(cls: type) -> type:
     """Class decorator: register a token mixer in MMEngine's ``MODELS`` and
-    list it among the mixers (what the tests and the zoo iterate over)."""
+    list it in :data:`MIXERS` (what the tests, the analysis and the zoo read;
+    the declarations are checked here, see the module docstring)."""
+    name = cls.__name__
+    scaling = getattr(cls, 'scaling', None)
+    if scaling is not None and scaling not in SCALINGS:
+        raise ValueError(f'mixer {name}: scaling={scaling!r}, expected one of {SCALINGS}')
+    for variant, entry in getattr(cls, 'zoo_variants', {}).items():
+        if not isinstance(entry, ZooVariant):
+            raise TypeError(f'mixer {name}: zoo_variants[{variant!r}] must be a ZooVariant, '
+                            f'got {entry!r}')
     MODELS.register_module(module=cls)
-    MIXERS[cls.__name__] = cls
+    MIXERS[name] = cls
     return cls
 
 

@@ -21,7 +21,7 @@ from torch.autograd.function import once_differentiable
 
 from ..utils.tracing import eager_autograd, is_capturing, is_exporting
 from .attention import attention_width, merge_heads, split_heads
-from .builder import register_mixer
+from .builder import ZooVariant, register_mixer
 from .patch_embed import Size
 
 
@@ -189,6 +189,18 @@ class MultiScaleDilatedAttention(nn.Module):
             ``qkv`` is ``[3A, C]``, ``proj`` maps ``A`` back to ``C``.
     """
 
+    scaling = 'linear'
+    inner_width = 'attn_dims'
+    zoo_variants = {'dilated': ZooVariant.per_stage(attn_dims=(32, 64, 320, 1024))}
+
+    def macs(self, x_shape: Sequence[int]) -> int:
+        """``qkv`` (C -> 3A, ``A = attn_dims``) and ``proj`` (A -> C)
+        projections, and ``q . k`` and ``attn . v`` over ``kernel_size**2``
+        neighbours per token and attention channel (what the official unfold
+        + matmul counts, zero padding included)."""
+        b, n, c = x_shape
+        return b * n * self.attn_dims * (4 * c + 2 * self.kernel_size ** 2)
+
     def __init__(self, embed_dims: int, num_heads: int, kernel_size: int = 3,
                  dilation: Optional[Sequence[int]] = None, qkv_bias: bool = True,
                  qk_scale: Optional[float] = None, attn_drop: float = 0.,
@@ -281,6 +293,11 @@ class GlobalSelfAttention(nn.Module):
     """Multi-head self-attention over all tokens with one ``qkv`` linear
     (``[3A, C]``, channels ``q | k | v``; ``A = attn_dims``, default ``C``)
     through :func:`torch.nn.functional.scaled_dot_product_attention`."""
+
+    scaling = 'quadratic'
+    full_attention = True
+    inner_width = 'attn_dims'
+    zoo_variants = {'global': ZooVariant(matched=False)}   # the quadratic baseline, no knob
 
     def __init__(self, embed_dims: int, num_heads: int, qkv_bias: bool = True,
                  qk_scale: Optional[float] = None, attn_drop: float = 0.,

@@ -2,13 +2,13 @@
 NeurIPS 2022, arXiv:2203.11926)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from .builder import register_mixer
+from .builder import ZooVariant, register_mixer
 from .conv import DepthwiseConv2d, conv_backward
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 from .recompute import act_grad, can_recompute
@@ -45,6 +45,17 @@ class FocalModulation(nn.Module):
     In training the levels' activations are not kept for the backward
     (:class:`_FocalContext`).
     """
+
+    scaling = 'linear'
+    inner_width = 'modulation_dims'
+    zoo_variants = {'focal': ZooVariant.per_stage(modulation_dims=(32, 64, 400, 768))}
+
+    def elementwise_macs(self, x_shape: Sequence[int]) -> int:
+        """Per token and modulation channel: one gate product per focal
+        level, one for the global context and the ``q * modulator`` product
+        (official ``flops()``)."""
+        b, n, _ = x_shape
+        return b * n * self.modulation_dims * (self.focal_level + 2)
 
     def __init__(self, embed_dims: int, focal_level: int = 2, focal_window: int = 3,
                  focal_factor: int = 2, normalize_modulator: bool = False,

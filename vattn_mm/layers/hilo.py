@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import attention_width, merge_heads, split_heads
-from .builder import register_mixer
+from .builder import ZooVariant, register_mixer
 from .export_ops import needs_padding, pad_to_multiple
 from .patch_embed import Size
 
@@ -46,6 +46,10 @@ class HiLoAttention(nn.Module):
             heads are; each branch's projection maps its share back to its
             share of ``embed_dims``.
     """
+
+    scaling = 'quadratic'
+    inner_width = 'attn_dims'
+    zoo_variants = {'hilo': ZooVariant.per_stage(attn_dims=(32, 64, 480, 896))}
 
     @staticmethod
     def stage_defaults(stage: int) -> dict:

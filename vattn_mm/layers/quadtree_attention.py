@@ -29,7 +29,7 @@ from torch.autograd.function import once_differentiable
 
 from ..utils.tracing import is_capturing
 from .attention import attention_width
-from .builder import register_mixer
+from .builder import ZooVariant, register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 from .selection import selecting, top_k
@@ -356,6 +356,11 @@ class QuadtreeAttention(nn.Module):
     discrete), whatever the input dtype; projections and value branches
     follow autocast.  The message is cast back to the input dtype.
     """
+
+    scaling = 'quadratic'
+    inner_width = 'attn_dims'
+    zoo_variants = {'quadtree_b': ZooVariant.per_stage(dict(topks=(8, 8, 8, 8)),
+                                                       attn_dims=(32, 64, 320, 640))}
 
     @staticmethod
     def stage_defaults(stage: int) -> dict:

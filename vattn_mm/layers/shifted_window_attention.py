@@ -10,7 +10,7 @@ from torch import nn
 
 from ..utils.tracing import is_exporting
 from .attention import attention_width, init_position_bias_
-from .builder import register_mixer
+from .builder import ZooVariant, register_mixer
 from .export_ops import needs_padding, pad_to_multiple
 from .patch_embed import Size
 
@@ -76,6 +76,10 @@ class ShiftedWindowAttention(nn.Module):
         attn_drop: dropout on the attention weights (training only).
         attn_dims: width of queries, keys and values (default ``embed_dims``).
     """
+
+    scaling = 'linear'
+    inner_width = 'attn_dims'
+    zoo_variants = {'swin': ZooVariant.per_stage(attn_dims=(32, 64, 320, 1024))}
 
     @staticmethod
     def block_defaults(block: int) -> dict:
