@@ -5,7 +5,7 @@ from .attention import SpatialReductionAttention, merge_heads, split_heads
 from .block import LayerScale, TokenBlock, residual_add
 from .builder import (MIXERS, build_layer, build_mixer, build_position, build_shared,
                       register_mixer, registered_class)
-from .conv import DepthwiseConv2d, TokenMapConv2d, is_token_map
+from .conv import DepthwiseConv2d, TokenMapConv2d
 from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
 from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
                                 dilated_local_attention)
@@ -29,7 +29,7 @@ from .shifted_window_attention import ShiftedWindowAttention
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
     'TokenBlock', 'MIXERS', 'build_layer', 'build_mixer', 'build_position', 'build_shared',
-    'register_mixer', 'registered_class', 'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map',
+    'register_mixer', 'registered_class', 'DepthwiseConv2d', 'TokenMapConv2d',
     'ConvFFN', 'ConvStem', 'NonOverlapPatchEmbed', 'OverlapPatchEmbed', 'map_to_tokens',
     'tokens_to_map', 'QuadtreeAttention', 'coarse_to_fine_attention',
     'P2T_POOL_RATIOS', 'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',

@@ -39,7 +39,7 @@ from torch import nn
 #: the environment variable read by :func:`switch`
 ENV_VAR = 'VATTN_FAST_PATHS'
 
-_FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+_FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 Setting = Union[None, str, Mapping[str, Union[bool, str, Iterable[str]]]]
 
