@@ -54,9 +54,9 @@ def fused_post_op(act: nn.Module) -> Optional[tuple[str, str]]:
 
 def can_fuse(x: torch.Tensor, layer: nn.Module, act: nn.Module, switch: Switch) -> bool:
     """Whether ``act(layer(x))`` may run as one fused call (module docstring)."""
-    return (FUSED_ACT_AVAILABLE and switch.on(x) and not torch.is_grad_enabled()
+    return (FUSED_ACT_AVAILABLE and not torch.is_grad_enabled()
             and not torch.compiler.is_compiling()      # inductor fuses by itself
-            and not torch.is_autocast_enabled('cpu')
+            and switch.on(x) and not torch.is_autocast_enabled('cpu')
             and _get_current_dispatch_mode() is None and not is_exporting()
             and not (has_forward_hooks(layer) or has_forward_hooks(act)
                      or global_forward_hooks()))
