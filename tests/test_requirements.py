@@ -19,7 +19,7 @@ EXTRAS = ('deploy', 'tests')
 
 #: releases the ranges must refuse, and why
 REFUSED = [
-    ('torch', '2.7.1', 'no torch._C._autograd._top_saved_tensors_default_hooks (layers/recompute.py)'),
+    ('torch', '2.7.1', 'no torch._C._autograd._top_saved_tensors_default_hooks (ops/recompute.py)'),
     ('torch', '2.4.1', 'no torch.serialization.safe_globals (utils/safe_load.py)'),
     ('torchvision', '0.22.1', 'the torchvision of torch 2.7'),
     ('mmcv', '2.2.0', 'mmdet 3.3 and mmseg 1.2 refuse mmcv >= 2.2'),

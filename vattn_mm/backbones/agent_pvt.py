@@ -44,7 +44,7 @@ class AgentPVT(TokenPyramid):
             than tokens).
         in_channels: image channels.
         drop_path_rate: stochastic depth, rising linearly over blocks.
-        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg, fast_paths: see
             :class:`~vattn_mm.backbones.base.PyramidBackbone`.
 
     Sizes: the grids are floored, as in the official code (``side // 4``,

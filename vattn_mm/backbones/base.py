@@ -23,6 +23,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.checkpoint import checkpoint
 
+from .. import ops
 from ..layers import residual_add, tokens_to_map
 from ..layers.patch_embed import Size
 from ..utils.tracing import is_exporting
@@ -38,6 +39,14 @@ class PyramidBackbone(BaseModule):
     their stages with :meth:`build_stages` from one :class:`StageSpec` each.
     Forward is the same for all: pad the input to :attr:`size_multiple`, then
     per stage patch embedding, blocks, output norm; outputs cropped back.
+
+    Args:
+        fast_paths: which registered fast paths (:mod:`vattn_mm.ops`) the
+            layers take: ``None`` / ``'default'`` (the registry's defaults,
+            or the ``VATTN_FAST_PATHS`` environment variable), ``'plain'``
+            (plain PyTorch only) or ``{name: True | False | 'default' |
+            devices}``; same outputs and gradients up to float rounding
+            (docs/training.md, "Fast paths").
     """
 
     #: named variants: ``name -> dict`` of official hyper-parameter names
@@ -71,8 +80,10 @@ class PyramidBackbone(BaseModule):
     def __init__(self, arch: Union[str, Mapping[str, Any]],
                  out_indices: Sequence[int] = (0, 1, 2, 3),
                  frozen_stages: int = -1, norm_eval: bool = False,
-                 with_cp: bool = False, init_cfg: Optional[Union[dict, list]] = None):
+                 with_cp: bool = False, init_cfg: Optional[Union[dict, list]] = None,
+                 fast_paths: ops.Setting = None):
         super().__init__(init_cfg=copy.deepcopy(init_cfg))
+        self.fast_paths = ops.check_setting(fast_paths)
         self.arch_name, self.arch = self.parse_arch(arch)
         self.num_stages = self.stage_count(self.arch)
         self.out_indices = self._check_out_indices(out_indices)
@@ -108,6 +119,7 @@ class PyramidBackbone(BaseModule):
         """Build ``self.stages`` and record what the stages give:
         :attr:`out_channels`, :attr:`strides` and :attr:`size_multiple`."""
         self.stages = nn.ModuleList(build_stage(i, spec) for i, spec in enumerate(specs))
+        ops.configure(self, self.fast_paths)
         #: channels of every stage's output
         self.out_channels = [spec.embed_dims for spec in specs]
         multiples = [stage.size_multiple for stage in self.stages]

@@ -87,7 +87,7 @@ class DilateFormer(PyramidBackbone):
             ``dict(type='LN', eps=1e-6)`` for detection (dense-only weights:
             no classification checkpoint has them; they start at 1 / 0).
             ``None`` (default): raw block outputs, as the golden references.
-        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg, fast_paths: see
             :class:`PyramidBackbone`.
 
     Outputs are the features of each stage before its downsampling (the

@@ -78,7 +78,7 @@ class EfficientViT(PyramidBackbone):
             classifier's widths, see :meth:`imagenet_head`).
         drop_path_rate: stochastic depth over the residual blocks (the
             official backbone has none: default 0).
-        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg, fast_paths: see
             :class:`PyramidBackbone`.
     """
 

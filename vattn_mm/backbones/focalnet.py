@@ -119,7 +119,7 @@ class FocalNet(PyramidBackbone):
             zero-pads them (see :func:`pad_focal_kernels`).
         in_channels: image channels.
         drop_path_rate: stochastic depth, rising linearly over blocks.
-        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg, fast_paths: see
             :class:`PyramidBackbone`.
 
     The output norms (official dense ``norm0..norm3``, LayerNorm eps 1e-5)

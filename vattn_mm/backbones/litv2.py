@@ -41,7 +41,7 @@ class LITv2(PyramidBackbone):
             backbone does (its mmdet backbone does not).
         merge_norm_cfg: norm of the token-merging layers (BN; SyncBN for
             multi-GPU training).
-        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg, fast_paths: see
             :class:`PyramidBackbone`.
 
     Sizes: the image is zero-padded right / bottom to a multiple of

@@ -69,7 +69,7 @@ class P2T(TokenPyramid):
         drop_path_rate: stochastic depth, rising linearly over blocks (the
             official dense backbones use 0.1 for tiny/small, 0.3 for
             base/large).
-        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg, fast_paths: see
             :class:`PyramidBackbone`.
 
     Any input size works: sizes are read from the convolutions (a side ``s``

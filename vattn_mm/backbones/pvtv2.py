@@ -40,7 +40,7 @@ class PVTv2(TokenPyramid):
             embed, e.g. ``dict(type='ConvStem', hidden_dims=(32, 64))``
             (``in_channels`` / ``embed_dims`` are filled in).
         drop_path_rate: stochastic depth, rising linearly over blocks.
-        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg, fast_paths: see
             :class:`~vattn_mm.backbones.base.PyramidBackbone`.
 
     Any input size works: sizes come from the convolutions (a side ``s``

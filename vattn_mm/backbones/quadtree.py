@@ -43,7 +43,7 @@ class QuadTree(TokenPyramid):
             overrides arch.
         in_channels: image channels.
         drop_path_rate: stochastic depth, rising linearly over blocks.
-        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg, fast_paths: see
             :class:`PyramidBackbone`.
 
     Size rule: every stage's quadtree needs its map divisible by

@@ -47,7 +47,7 @@ class TokenPyramid(PyramidBackbone):
         layer_scale: initial LayerScale value (``None``: no layer scale).
         in_channels: image channels.
         drop_path_rate: stochastic depth, rising linearly over blocks.
-        out_indices, frozen_stages, norm_eval, with_cp, init_cfg: see
+        out_indices, frozen_stages, norm_eval, with_cp, init_cfg, fast_paths: see
             :class:`PyramidBackbone`.
 
     Input sizes: the embeddings give ``ceil(side / stride)`` maps; a mixer

@@ -5,7 +5,7 @@ from .attention import merge_heads, split_heads
 from .block import LayerScale, TokenBlock, residual_add
 from .builder import (MIXERS, SCALINGS, ZooVariant, build_layer, build_mixer, build_position,
                       build_shared, register_mixer, registered_class)
-from .conv import DepthwiseConv2d, TokenMapConv2d, is_token_map
+from .conv import DepthwiseConv2d, TokenMapConv2d
 from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
 from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
                                 dilated_local_attention)
@@ -31,7 +31,7 @@ __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
     'TokenBlock', 'MIXERS', 'build_layer', 'build_mixer', 'build_position', 'build_shared',
     'register_mixer', 'registered_class', 'SCALINGS', 'ZooVariant',
-    'DepthwiseConv2d', 'TokenMapConv2d', 'is_token_map',
+    'DepthwiseConv2d', 'TokenMapConv2d',
     'ConvFFN', 'ConvStem', 'NonOverlapPatchEmbed', 'OverlapPatchEmbed', 'map_to_tokens',
     'tokens_to_map', 'QuadtreeAttention', 'coarse_to_fine_attention',
     'P2T_POOL_RATIOS', 'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',

@@ -8,8 +8,8 @@ from mmcv.cnn import build_norm_layer
 from mmcv.cnn.bricks import DropPath
 from torch import nn
 
+from .. import ops
 from .patch_embed import Size
-from .recompute import norm_recomputed
 
 
 class LayerScale(nn.Module):
@@ -67,6 +67,7 @@ class TokenBlock(nn.Module):
             else nn.Identity()
         self.ls2 = LayerScale(embed_dims, layer_scale) if scaled else nn.Identity()
         self.has_mixer = mixer is not None
+        self.recompute_norm = ops.switch('recompute_norm')
 
     def forward(self, x: torch.Tensor, hw: Size, *mixer_args, inplace: bool = False
                 ) -> torch.Tensor:
@@ -82,7 +83,8 @@ class TokenBlock(nn.Module):
                 hw: Size, *args) -> torch.Tensor:
         if self.post_norm:
             return norm(module(x, hw, *args))
-        with norm_recomputed(x, norm) as y:  # training: y is not stored for the backward
+        # training: y is not stored for the backward (fast path recompute_norm)
+        with ops.norm_recomputed(x, norm, self.recompute_norm) as y:
             return module(y, hw, *args)
 
 

@@ -6,13 +6,11 @@ from typing import Optional, Sequence
 
 import torch
 from torch import nn
-from torch.autograd.function import once_differentiable
 
+from .. import ops
 from .builder import ZooVariant, register_mixer
-from .conv import DepthwiseConv2d, conv_backward
+from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
-from .recompute import act_grad, can_recompute
-
 
 
 @register_mixer
@@ -42,8 +40,8 @@ class FocalModulation(nn.Module):
             ``proj`` maps ``A`` back to ``C``.
 
     Cost: linear in the number of tokens (depthwise convs, no attention).
-    In training the levels' activations are not kept for the backward
-    (:class:`_FocalContext`).
+    In training the levels' activations are not kept for the backward (fast
+    path ``focal_recompute``, :mod:`vattn_mm.ops.focal`).
     """
 
     scaling = 'linear'
@@ -85,6 +83,7 @@ class FocalModulation(nn.Module):
         self.ln = nn.LayerNorm(width) if use_postln_in_modulation else nn.Identity()
         self.proj = nn.Linear(width, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
+        self.focal_recompute = ops.switch('focal_recompute')
 
     @property
     def kernel_sizes(self) -> list[int]:
@@ -94,18 +93,15 @@ class FocalModulation(nn.Module):
         c = self.modulation_dims
         q, ctx, gates = tokens_to_map(self.f(x), hw).split(
             (c, c, self.focal_level + 1), dim=1)
-        if can_recompute(ctx, self.act, *self.focal_layers):
-            ctx_all = _FocalContext.apply(ctx, gates, self, *(
-                conv.weight for conv in self.focal_layers))
-        else:
-            ctx_all = self.context(ctx, gates)
+        ctx_all = ops.focal_context(self, ctx, gates)
         out, _ = map_to_tokens(q * self.h(ctx_all))
         return self.proj_drop(self.proj(self.ln(out)))
 
     def context(self, ctx: torch.Tensor, gates: torch.Tensor,
                 levels: Optional[list] = None) -> torch.Tensor:
         """The gated sum of the context levels; ``levels`` (a list) also
-        receives each depthwise convolution's output (before ``act``)."""
+        receives each depthwise convolution's output (before ``act``), as
+        :class:`~vattn_mm.ops.focal.FocalContext` keeps them."""
         ctx_all = None
         for level, conv in enumerate(self.focal_layers):
             if levels is None:
@@ -121,46 +117,3 @@ class FocalModulation(nn.Module):
             ctx_all = ctx_all / (self.focal_level + 1)
         return ctx_all
 
-
-class _FocalContext(torch.autograd.Function):
-    """:meth:`FocalModulation.context` keeping only the convolutions'
-    outputs for the backward (the context and the gates are views of ``f``'s
-    output, which the modulation keeps anyway): each level's activation is
-    recomputed from them, one elementwise pass, instead of being stored
-    (FocalNet-T at 512x512: 3 of its 22 stored maps per block)."""
-
-    @staticmethod
-    def forward(ctx, context: torch.Tensor, gates: torch.Tensor, module: FocalModulation,
-                *weights: torch.Tensor) -> torch.Tensor:
-        levels: list[torch.Tensor] = []
-        out = module.context(context, gates, levels)
-        ctx.module = module
-        ctx.save_for_backward(context, gates, *levels)
-        return out
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad: torch.Tensor):
-        module = ctx.module
-        act, top = module.act, module.focal_level
-        context, gates, *levels = ctx.saved_tensors
-        if module.normalize_modulator:
-            grad = grad / (top + 1)
-        inputs = [context] + [act(z) for z in levels]   # each conv's input, then the last level
-        mean = inputs[-1].mean((2, 3), keepdim=True)
-        grad_gates = [(grad * x).sum(1, keepdim=True) for x in inputs[1:]]
-        grad_gates.append((grad * act(mean)).sum(1, keepdim=True))
-        grad_mean = act_grad(act, (grad * gates[:, top:]).sum((2, 3), keepdim=True), mean)
-        # gradient of the last level's output: its gate, and the global mean
-        height, width = inputs[-1].shape[2:]
-        grad_x = torch.addcmul(grad_mean / (height * width), grad, gates[:, top - 1:top])
-        grad_weights = [None] * top
-        for level in reversed(range(top)):
-            conv = module.focal_layers[level]
-            x, weight = conv._operands(inputs[level])
-            grad_in, grad_weights[level], _ = conv_backward(
-                conv, act_grad(act, grad_x, levels[level]), x, weight,
-                (level > 0 or ctx.needs_input_grad[0], ctx.needs_input_grad[3 + level], False))
-            if level > 0:   # the previous level's output: its gate and this conv
-                grad_x = torch.addcmul(grad_in, grad, gates[:, level - 1:level])
-        return (grad_in, torch.cat(grad_gates, 1), None, *grad_weights)

@@ -38,7 +38,8 @@ def per_layer(value: Any, count: int, name: str) -> tuple:
 class ConvNormAct(nn.Module):
     """``k x k`` conv ("same" padding), optional norm, optional activation;
     the keys of EfficientViT's ``ConvLayer`` (``conv``, ``norm``).  Without
-    a norm, conv + activation run as one fused call in CPU inference."""
+    a norm, conv + activation run as one fused call in CPU inference
+    (:meth:`TokenMapConv2d.forward_act`)."""
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: int = 1,
                  stride: int = 1, groups: int = 1, bias: bool = False,

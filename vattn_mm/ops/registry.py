@@ -12,7 +12,7 @@ Users choose with a setting, most specific first:
 
 - the backbone's ``fast_paths`` argument (a config entry:
   ``backbone=dict(..., fast_paths='plain')`` or
-  ``fast_paths=dict(recompute_ffn=False)``), applied by :func:`configure`;
+  ``fast_paths=dict(recompute_act=False)``), applied by :func:`configure`;
 - the environment variable ``VATTN_FAST_PATHS`` (``plain``, ``default``, or
   ``name=on|off|default,...``), read when a layer is built;
 - the registry's defaults.
@@ -39,7 +39,7 @@ from torch import nn
 #: the environment variable read by :func:`switch`
 ENV_VAR = 'VATTN_FAST_PATHS'
 
-_FLOATS = (torch.float32, torch.bfloat16, torch.float16)
+_FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 
 Setting = Union[None, str, Mapping[str, Union[bool, str, Iterable[str]]]]
 
@@ -49,7 +49,7 @@ class FastPath:
     """One registered fast path.
 
     Args:
-        name: the key users switch it with (``'recompute_ffn'``).
+        name: the key users switch it with (``'recompute_act'``).
         reason: one line: what it saves and how.
         devices: device types it can run on at all.
         default_devices: device types where it is on by default (a subset of

@@ -1,17 +1,15 @@
-"""Layers that keep less for the backward pass and recompute it instead.
+"""Keeping less for the backward pass and recomputing it instead.
 
-:func:`act_linear`: ``linear(act(h))`` that keeps only ``h``.
-
-Autograd keeps two hidden-width tensors for ``fc2(act(h))``: ``h`` (for the
-activation's gradient) and ``act(h)`` (for ``fc2``'s weight gradient).  The
-FFN's hidden activations are the largest tensors a pyramid backbone saves
-(PVTv2-b2 at 512x512: about two thirds of its saved activations), and an
-activation is cheap to compute again: :func:`act_linear` saves ``h`` alone
-and recomputes ``act(h)`` in the backward, one hidden-width tensor less per
-FFN for one elementwise pass more (measured: docs/benchmarks.md).  The
-gradients are autograd's (the same kernels: ``gelu_backward``,
-``threshold_backward``, ``hardswish_backward``, matrix products) up to float
-summation order.
+Path ``recompute_act``, :func:`act_linear`: ``linear(act(h))`` that keeps
+only ``h``.  Autograd keeps two hidden-width tensors for ``fc2(act(h))``:
+``h`` (for the activation's gradient) and ``act(h)`` (for ``fc2``'s weight
+gradient).  The FFN's hidden activations are the largest tensors a pyramid
+backbone saves, and an activation is cheap to compute again:
+:func:`act_linear` saves ``h`` alone and recomputes ``act(h)`` in the
+backward, one hidden-width tensor less per FFN for one elementwise pass more
+(docs/benchmarks.md).  The gradients are autograd's (the same kernels:
+``gelu_backward``, ``threshold_backward``, ``hardswish_backward``, matrix
+products) up to float summation order.
 
 Taken only where nothing else would notice (:func:`recomputes_act`): an
 activation listed in :data:`ACT_GRADS`, a plain ``nn.Linear``, no dropout
@@ -20,11 +18,12 @@ Python dispatch mode (FLOP counters, fake tensors) and not while
 ``torch.compile`` or an export traces (their own partitioners decide what to
 recompute).  Elsewhere the callers take the plain path.
 
-:func:`norm_recomputed`: the output of a pre-norm (LayerNorm) is kept by the
-layers it feeds (their weight gradients need it) beside the norm's own input;
-inside this context the output is stored as "the norm of that input" and
-recomputed when the backward reads it.  Same conditions, and no other
-saved-tensor hooks active (``with_cp``'s checkpointing, offloading).
+Path ``recompute_norm``, :func:`norm_recomputed`: the output of a pre-norm
+(LayerNorm) is kept by the layers it feeds (their weight gradients need it)
+beside the norm's own input; inside this context the output is stored as
+"the norm of that input" and recomputed when the backward reads it.  Same
+conditions, and no other saved-tensor hooks active (``with_cp``'s
+checkpointing, offloading).
 """
 from __future__ import annotations
 
@@ -35,10 +34,15 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
-from torch.nn.modules import module as _module
 
 from ..utils.tracing import eager_autograd
-from .fused import _hooked as _forward_hooked
+from .gates import global_forward_hooks, has_hooks
+from .registry import Switch, register_fast_path
+
+register_fast_path('recompute_act', "FFNs keep the activation's input only and recompute "
+                   'the activation in the backward: one hidden-width map less saved')
+register_fast_path('recompute_norm', 'pre-norm outputs are recomputed from the norm input '
+                   'in the backward instead of being saved')
 
 _ATEN = torch.ops.aten
 
@@ -74,29 +78,26 @@ def act_grad(act: nn.Module, grad: torch.Tensor, h: torch.Tensor,
     return ACT_GRADS[type(act)](act, grad, h, out)
 
 
-def _hooked(module: nn.Module) -> bool:
-    """Forward hooks (as the fused kernels check) or backward hooks."""
-    return _forward_hooked(module) or bool(module._backward_hooks or module._backward_pre_hooks)
-
-
 def can_recompute(x: torch.Tensor, act: nn.Module, *modules: nn.Module) -> bool:
     """Whether a custom autograd function that recomputes ``act`` in its
     backward may replace ``act`` and ``modules`` applied to ``x`` (see the
     module docstring for the conditions)."""
     return (type(act) in ACT_GRADS and not getattr(act, 'inplace', False)
             and eager_autograd(x, *(p for m in modules for p in m.parameters()))
-            and not (_hooked(act) or any(_hooked(m) for m in modules)
-                     or _module._global_forward_hooks or _module._global_forward_pre_hooks))
+            and not (has_hooks(act) or any(has_hooks(m) for m in modules)
+                     or global_forward_hooks()))
 
 
 def recomputes_act(h: torch.Tensor, act: nn.Module, linear: nn.Module,
                    drop: nn.Module) -> bool:
-    """Whether :func:`act_linear` applies to ``linear(drop(act(h)))``."""
+    """Whether :func:`act_linear` may recompute ``act`` in
+    ``linear(drop(act(h)))`` (its switch aside)."""
     return (type(linear) is nn.Linear and can_recompute(h, act, linear, drop)
             and (not drop.training or not isinstance(drop, nn.Dropout) or drop.p == 0))
 
 
-class _ActLinear(torch.autograd.Function):
+class ActLinear(torch.autograd.Function):
+    """``linear(act(h))`` saving ``h`` and the weight only."""
 
     @staticmethod
     def forward(ctx, h: torch.Tensor, weight: torch.Tensor, bias, act: nn.Module):
@@ -127,12 +128,12 @@ class _ActLinear(torch.autograd.Function):
         return grad_h, grad_w, grad_b, None
 
 
-def act_linear(h: torch.Tensor, act: nn.Module, linear: nn.Module,
-               drop: nn.Module = nn.Identity()) -> torch.Tensor:
+def act_linear(h: torch.Tensor, act: nn.Module, linear: nn.Module, drop: nn.Module,
+               switch: Switch) -> torch.Tensor:
     """``linear(drop(act(h)))``, keeping only ``h`` for the backward where
-    :func:`recomputes_act` allows."""
-    if recomputes_act(h, act, linear, drop):
-        return _ActLinear.apply(h, linear.weight, linear.bias, act)
+    ``switch`` is on for ``h`` and :func:`recomputes_act` allows."""
+    if switch.on(h) and recomputes_act(h, act, linear, drop):
+        return ActLinear.apply(h, linear.weight, linear.bias, act)
     return linear(drop(act(h)))
 
 
@@ -143,18 +144,20 @@ def _saved_tensor_hooks_free() -> bool:
 
 
 def recomputes_norm(x: torch.Tensor, norm: nn.Module) -> bool:
-    """Whether :func:`norm_recomputed` applies to ``norm(x)``."""
+    """Whether :func:`norm_recomputed` may recompute ``norm(x)`` (its switch
+    aside)."""
     return (type(norm) is nn.LayerNorm and eager_autograd(x, *norm.parameters())
-            and not _hooked(norm) and _saved_tensor_hooks_free())
+            and not has_hooks(norm) and _saved_tensor_hooks_free())
 
 
 @contextlib.contextmanager
-def norm_recomputed(x: torch.Tensor, norm: nn.Module) -> Iterator[torch.Tensor]:
+def norm_recomputed(x: torch.Tensor, norm: nn.Module, switch: Switch) -> Iterator[torch.Tensor]:
     """Yield ``norm(x)``; what the code in the ``with`` block saves for the
     backward of it (or of views of it) is recomputed from ``x`` when read,
-    where :func:`recomputes_norm` allows (else saved as usual)."""
+    where ``switch`` is on for ``x`` and :func:`recomputes_norm` allows (else
+    saved as usual)."""
     out = norm(x)
-    if not recomputes_norm(x, norm) or out.numel() == 0:
+    if not (switch.on(x) and recomputes_norm(x, norm)) or out.numel() == 0:
         yield out
         return
     # (the hooks live as long as what they saved: they must not hold ``out``)

@@ -1,12 +1,14 @@
 """FFNs keep only the pre-activation for the backward and recompute the
-activation (``vattn_mm/layers/recompute.py``): same gradients, less saved."""
+activation (``recompute_act``, ``vattn_mm/ops/recompute.py``), focal
+modulation its levels' activations (``focal_recompute``), the blocks their
+pre-norm outputs (``recompute_norm``): same gradients, less saved."""
 import pytest
 import torch
 from torch import nn
 
+from vattn_mm import ops
 from vattn_mm.layers import MLP, ConvFFN
-from vattn_mm.layers import recompute
-from vattn_mm.layers.recompute import act_linear, recomputes_act
+from vattn_mm.ops.recompute import act_linear, norm_recomputed, recomputes_act
 
 HW = (6, 7)
 
@@ -18,9 +20,11 @@ def _ffn(kind: str, act: str, drop: float = 0.) -> nn.Module:
     return ConvFFN(8, 24, act_cfg=dict(type=act), pre_act_cfg=dict(type='ReLU'), drop=drop)
 
 
-def _plain(monkeypatch) -> None:
-    import vattn_mm.layers.recompute as recompute
-    monkeypatch.setattr(recompute, 'recomputes_act', lambda *args: False)
+def _plain(module: nn.Module) -> None:
+    """Every activation kept: no recomputing path (and no ConvFFN groups,
+    which recompute theirs too)."""
+    ops.configure(module, dict(recompute_act=False, ffn_hidden_groups=False,
+                               focal_recompute=False))
 
 
 def _grads(ffn: nn.Module, x: torch.Tensor) -> list:
@@ -45,25 +49,25 @@ def _saved_bytes(ffn: nn.Module, x: torch.Tensor) -> int:
 
 @pytest.mark.parametrize('kind', ['mlp', 'conv'])
 @pytest.mark.parametrize('act', ['GELU', 'ReLU', 'HSwish'])
-def test_recomputed_activation_gives_the_same_gradients(kind, act, monkeypatch):
+def test_recomputed_activation_gives_the_same_gradients(kind, act):
     ffn = _ffn(kind, act)
     x = torch.randn(2, HW[0] * HW[1], 8)
     h = torch.randn(3, 24, requires_grad=True)
     assert recomputes_act(h, ffn.act, ffn.fc2, ffn.drop)
     ours = _grads(ffn, x)
-    _plain(monkeypatch)
+    _plain(ffn)
     plain = _grads(ffn, x)
     for a, b in zip(ours, plain):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize('kind', ['mlp', 'conv'])
-def test_recomputed_activation_saves_one_hidden_map_less(kind, monkeypatch):
+def test_recomputed_activation_saves_one_hidden_map_less(kind):
     ffn = _ffn(kind, 'GELU')
     x = torch.randn(1, HW[0] * HW[1], 8)
     hidden = x.shape[1] * 24 * 4
     ours = _saved_bytes(ffn, x)
-    _plain(monkeypatch)
+    _plain(ffn)
     assert _saved_bytes(ffn, x) - ours == hidden
 
 
@@ -83,7 +87,8 @@ def test_recompute_only_where_nothing_else_would_notice():
     assert not recomputes_act(h, ffn.act, ffn.fc2, ffn.drop)
     handle.remove()
     # the fallback is the plain composition
-    torch.testing.assert_close(act_linear(h, nn.SiLU(), ffn.fc2), ffn.fc2(nn.functional.silu(h)))
+    torch.testing.assert_close(act_linear(h, nn.SiLU(), ffn.fc2, nn.Identity(), ffn.recompute_act),
+                               ffn.fc2(nn.functional.silu(h)))
 
 
 def test_recomputed_activation_under_activation_checkpointing():
@@ -101,7 +106,7 @@ def test_recomputed_activation_under_activation_checkpointing():
 
 
 @pytest.mark.parametrize('level, window, normalize', [(2, 3, False), (3, 3, True), (1, 13, False)])
-def test_focal_context_recomputes_its_activations(level, window, normalize, monkeypatch):
+def test_focal_context_recomputes_its_activations(level, window, normalize):
     """Focal modulation's context levels (kernels 3 / 5 / 7, one above the
     channels-last limit): gradients of every input and weight as autograd's,
     and the levels' activations are not stored."""
@@ -111,9 +116,7 @@ def test_focal_context_recomputes_its_activations(level, window, normalize, monk
                             normalize_modulator=normalize)
     x = torch.randn(2, HW[0] * HW[1], 8)
     ours, ours_saved = _grads(mixer, x), _saved_bytes(mixer, x)
-    _plain(monkeypatch)
-    import vattn_mm.layers.focal_modulation as focal
-    monkeypatch.setattr(focal, 'can_recompute', lambda *args: False)
+    _plain(mixer)
     plain, plain_saved = _grads(mixer, x), _saved_bytes(mixer, x)
     for a, b in zip(ours, plain):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
@@ -142,7 +145,7 @@ def _stored_inputs(block: nn.Module, x: torch.Tensor) -> list:
     return alive
 
 
-def test_pre_norm_output_is_recomputed_not_stored(monkeypatch):
+def test_pre_norm_output_is_recomputed_not_stored():
     """The block's norm outputs (read by the mixer's and the FFN's first
     linears, and the spatial-reduction conv through a map view) are not
     stored; gradients as autograd's, also under activation checkpointing."""
@@ -156,7 +159,7 @@ def test_pre_norm_output_is_recomputed_not_stored(monkeypatch):
     out = checkpoint(block, cp[0], HW, use_reentrant=False)
     (out * torch.linspace(-1, 1, out.numel()).view_as(out)).sum().backward()
     cp = [out.detach(), cp[0].grad] + [p.grad.clone() for p in block.parameters()]
-    monkeypatch.setattr(recompute, 'recomputes_norm', lambda *args: False)
+    ops.configure(block, dict(recompute_norm=False))
     plain = _grads(block, x)
     assert _stored_inputs(block, x) == [True, True]
     for a, b, c in zip(ours, plain, cp):
@@ -170,7 +173,7 @@ def test_norm_output_changed_in_place_is_stored():
     norm = nn.LayerNorm(8)
     x = torch.randn(4, 8, requires_grad=True)
     w = torch.randn(8, 8, requires_grad=True)
-    with recompute.norm_recomputed(x, norm) as y:
+    with norm_recomputed(x, norm, ops.switch('recompute_norm')) as y:
         z = y * 1
         z.mul_(2)
         out = z @ w
