@@ -15,7 +15,7 @@ Models with a discrete top-k selection (QuadTree attention) can flip between
 near-equal scores on rounding-level differences, so their outputs need not
 agree to rounding.  For them the check also exports a checking file whose
 graph returns every selection's indices, pins PyTorch's selections to
-onnxruntime's (:mod:`vattn_mm.layers.selection`) and compares against that
+onnxruntime's (:mod:`vattn_mm.ops.selection`) and compares against that
 run, after verifying that every differing selection is a near-tie of
 PyTorch's own scores (:class:`SelectionCheck`).
 """
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..layers.selection import pin_selections, record_selections
+from ..ops.selection import pin_selections, record_selections
 
 #: default ONNX opset (GridSample needs 16 or more)
 DEFAULT_OPSET = 17
@@ -96,7 +96,7 @@ def _unsupported_operator(error: Exception) -> Optional[str]:
 
 class _WithSelections(nn.Module):
     """The model's outputs followed by the indices of every top-k selection
-    it made (:class:`~vattn_mm.layers.selection.record_selections`)."""
+    it made (:class:`~vattn_mm.ops.selection.record_selections`)."""
 
     def __init__(self, model: nn.Module):
         super().__init__()

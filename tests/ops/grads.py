@@ -1,0 +1,14 @@
+"""What the fast-path tests compare: outputs and gradients, fast vs plain."""
+import torch
+
+
+def weighted_grads(out: torch.Tensor, inputs: list) -> list:
+    """``out`` and the gradients of a fixed weighting of it w.r.t. ``inputs``."""
+    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
+    return [out.detach(), *torch.autograd.grad((out * weights).sum(), inputs)]
+
+
+def assert_all_close(ours: list, theirs: list, tol: float) -> None:
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
