@@ -9,7 +9,7 @@ from vattn_mm.layers import MultiScaleDilatedAttention
 from vattn_mm.ops import dilated_attention as dilated
 from vattn_mm.ops.dilated_attention import dilated_local_attention, dilated_local_attention_padded
 
-from .grads import assert_all_close, weighted_grads
+from .grads import assert_all_close, counted, weighted_grads
 
 
 def test_dilated_attention_borders_are_zero_padding_not_masking():
@@ -44,17 +44,6 @@ def test_dilated_attention_gradients_are_autograds(size, kernel, dilation):
     assert_all_close(ours, weighted_grads(padded, [q, k, v]), 1e-10)
 
 
-def _counted(monkeypatch, owner, name: str) -> list:
-    """Calls of ``owner.name`` (kept working), one entry per call."""
-    calls, original = [], getattr(owner, name)
-
-    def counting(*args, **kwargs):
-        calls.append(1)
-        return original(*args, **kwargs)
-    monkeypatch.setattr(owner, name, counting)
-    return calls
-
-
 @pytest.fixture(scope='module')
 def msda():
     torch.manual_seed(0)
@@ -64,7 +53,7 @@ def msda():
 def test_own_backward_switch(msda, monkeypatch):
     """``dilated_attention_backward`` on (the CPU default) vs off: the same
     outputs and gradients (float64, 1e-10)."""
-    calls = _counted(monkeypatch, dilated.DilatedLocalAttention, 'apply')
+    calls = counted(monkeypatch, dilated.DilatedLocalAttention, 'apply')
     x = torch.randn(2, 9 * 7, 12, dtype=torch.double, requires_grad=True)
     params = [x, *msda.parameters()]
     results = []
@@ -81,7 +70,7 @@ def test_bands_switch(msda, monkeypatch):
     """``dilated_bands`` on (the CPU default: a 9x7 map over bands of 20
     tokens, 2 rows, dilations 1-3 reaching across bands) vs off: the same
     outputs (float64, 1e-10)."""
-    calls = _counted(monkeypatch, msda, '_attend_group')
+    calls = counted(monkeypatch, msda, '_attend_group')
     x = torch.randn(2, 9 * 7, 12, dtype=torch.double)
     results = []
     with torch.no_grad():

@@ -90,7 +90,6 @@ class MultiScaleDilatedAttention(nn.Module):
         self.proj = nn.Linear(width, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
         self.chunk_tokens = chunk_tokens
-        self.reaches = tuple(d * (kernel_size // 2) for d in self.dilation)
         self.bands = ops.switch('dilated_bands')
         self.own_backward = ops.switch('dilated_attention_backward')
 
@@ -104,6 +103,11 @@ class MultiScaleDilatedAttention(nn.Module):
             return self._project(self._forward_export(x).view(b, n, self.attn_dims))
         return attend_in_row_bands(self._attend_group, self._project, x, self.reaches,
                                    self.attn_dims, self.chunk_tokens, fast=self.bands.on(x))
+
+    @property
+    def reaches(self) -> tuple[int, ...]:
+        """How many rows (and columns) each head group's neighbourhood reaches."""
+        return tuple(d * (self.kernel_size // 2) for d in self.dilation)
 
     def _project(self, x: torch.Tensor) -> torch.Tensor:
         return self.proj_drop(self.proj(x))

@@ -5,7 +5,7 @@ Layers (``vattn_mm.layers``) hold the model math and call in here."""
 from .registry import (ENV_VAR, FAST_PATHS, FastPath, Switch, check_setting, configure,
                        describe, register_fast_path, switch)
 # the operations register their fast paths when imported
-from . import deform_conv, dilated_attention, quadtree, selection  # noqa: E402,F401
+from . import deform_conv, dilated_attention, quadtree, selection  # noqa: F401
 
 __all__ = ['ENV_VAR', 'FAST_PATHS', 'FastPath', 'Switch', 'check_setting', 'configure',
            'describe', 'register_fast_path', 'switch']
