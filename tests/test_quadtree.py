@@ -1,14 +1,13 @@
-"""QuadTree-specific behaviour (the attention's sparse ops, padding, top-k,
-dtypes); the contract every backbone follows is in test_backbones.py."""
+"""QuadTree-specific behaviour (padding, top-k, dtypes; the attention in
+tests/layers/test_quadtree_attention.py, its sparse operations in
+tests/ops/test_quadtree.py); the contract every backbone follows is in
+test_backbones.py."""
 import pytest
 import torch
 import torch.nn.functional as F
 
-import vattn_mm.layers.quadtree_attention as qta
 from vattn_mm.backbones import CheckpointMismatchError, QuadTree
 from vattn_mm.backbones.quadtree import CLS_TOPKS
-from vattn_mm.layers import QuadtreeAttention, coarse_to_fine_attention
-from vattn_mm.layers.quadtree_attention import gathered_aggregate, gathered_scores
 
 from .backbone_cases import CASES
 from .golden import GOLDEN, case_paths, check_released_keys, load_case, official_arch
@@ -122,132 +121,6 @@ def test_padding_equals_padded_image_cropped():
         torch.testing.assert_close(o, p[..., :o.shape[2], :o.shape[3]])
 
 
-def test_attention_layer_rejects_non_divisible_map():
-    attn = QuadtreeAttention(16, 2, num_levels=3)
-    with pytest.raises(ValueError, match='divisible by 4, got 6x10'):
-        attn(torch.randn(1, 60, 16), (6, 10))
-
-
-def test_topk_clamped_and_logged_once(monkeypatch):
-    logged = []
-    monkeypatch.setattr(qta, '_TOPK_CLAMP_LOGGED', False)
-    monkeypatch.setattr(qta, 'print_log', lambda msg, **kw: logged.append(msg))
-    model = QuadTree(MICRO, topks=[32, 32, 32, 32]).eval()
-    with torch.no_grad():
-        for _ in range(2):
-            outs = model(torch.randn(1, 3, 64, 96))   # coarsest levels: 2x3 tokens
-    assert len(outs) == 4 and all(torch.isfinite(o).all() for o in outs)
-    assert len(logged) == 1
-    assert 'top-k 32' in logged[0] and 'exceeds the 6 candidate keys' in logged[0]
-
-
-# ------------------------------------------------- kernels vs references
-@pytest.mark.parametrize('chunk', [1 << 22, 40])
-def test_sparse_ops_gradcheck_and_reference(chunk, monkeypatch):
-    monkeypatch.setattr(qta, 'GATHER_CHUNK_ELEMENTS', chunk)   # 40: one row per chunk
-    g, p, f, d, m, r, k = 2, 5, 4, 3, 6, 4, 3
-    opts = dict(dtype=torch.float64, requires_grad=True)
-    q, keys, values = torch.randn(g, p, f, d, **opts), torch.randn(g, m, r, d, **opts), \
-        torch.randn(g, m, r, d, **opts)
-    attn = torch.randn(g, p, f, k * r, **opts)
-    index = torch.stack([torch.randperm(m)[:k] for _ in range(g * p)]).view(g, p, k)
-    assert torch.autograd.gradcheck(gathered_scores, (q, keys, index))
-    assert torch.autograd.gradcheck(gathered_aggregate, (attn, values, index))
-    # slow, obviously-correct versions: products with every key, then pick the
-    # candidates (rows b * r .. b * r + r - 1 of the flattened blocks)
-    rows = (index.unsqueeze(-1) * r + torch.arange(r)).flatten(-2)
-    rows = rows.unsqueeze(2).expand(g, p, f, k * r)
-    ref_scores = (q @ keys.reshape(g, 1, m * r, d).transpose(-1, -2)).gather(-1, rows)
-    dense_attn = torch.zeros(g, p, f, m * r, dtype=torch.float64).scatter(-1, rows, attn)
-    ref_agg = dense_attn @ values.reshape(g, 1, m * r, d)
-    for ours, ref, inputs in ((gathered_scores(q, keys, index), ref_scores, (q, keys)),
-                              (gathered_aggregate(attn, values, index), ref_agg, (attn, values))):
-        torch.testing.assert_close(ours, ref)
-        w = torch.randn_like(ref)
-        for a, b in zip(torch.autograd.grad((ours * w).sum(), inputs),
-                        torch.autograd.grad((ref * w).sum(), inputs)):
-            torch.testing.assert_close(a, b)
-
-
-def _parents(hw):
-    h, w = hw
-    rows = torch.arange(h).view(-1, 1) // 2
-    cols = torch.arange(w).view(1, -1) // 2
-    return (rows * (w // 2) + cols).flatten()
-
-
-def dense_quadtree_reference(qs, ks, vs, sizes, topks, attn_type):
-    """Per-level messages from explicit N x N attention at every level, masked
-    to the children of the parents' top-k keys (quadratic; tiny inputs only)."""
-    scale = qs[0].shape[-1] ** -0.5
-    messages, selected, parent_attn = [], None, None
-    for level, (q, k, v) in enumerate(zip(qs, ks, vs)):
-        scores = q @ k.transpose(-1, -2) * scale
-        if level == 0:
-            allowed = torch.ones_like(scores, dtype=torch.bool)
-        else:
-            par = _parents(sizes[level])
-            allowed = selected[:, par][:, :, par]
-        if attn_type == 'B' or level == 0:
-            attn = torch.softmax(scores.masked_fill(~allowed, float('-inf')), -1)
-        else:   # softmax over the 4 siblings, times the parent's probability
-            par = _parents(sizes[level])
-            e = torch.exp(scores - scores.amax(-1, keepdim=True)) * allowed
-            siblings = torch.zeros(*e.shape[:-1], e.shape[-1] // 4, dtype=e.dtype) \
-                .index_add(-1, par, e)[..., par]
-            attn = e / siblings.clamp_min(1e-300) * parent_attn[:, par][:, :, par]
-        if level < len(qs) - 1 or (attn_type == 'A' and level == 0):
-            top = min(topks[level], int(allowed[0, 0].sum()))
-            pos = attn.masked_fill(~allowed, float('-inf')).topk(top, -1).indices
-            selected = torch.zeros_like(allowed).scatter(-1, pos, True)
-            parent_attn = attn
-            if attn_type == 'A':
-                attn = attn.masked_fill(selected, 0.)
-        messages.append(attn @ v)
-    return messages
-
-
-@pytest.mark.parametrize('attn_type', ['A', 'B'])
-@pytest.mark.parametrize('levels,topks,coarse', [(3, [3, 5, 4], (2, 3)), (1, [4], (3, 3)),
-                                                  (4, [2, 3, 4, 2], (1, 2))])
-def test_quadtree_attention_vs_dense_reference(attn_type, levels, topks, coarse):
-    sizes = [(coarse[0] * 2**i, coarse[1] * 2**i) for i in range(levels)]
-
-    def pyramid():
-        return [torch.randn(2, h * w, 4, dtype=torch.float64, requires_grad=True)
-                for h, w in sizes]
-    qs, ks, vs = pyramid(), pyramid(), pyramid()
-    ours = coarse_to_fine_attention(qs, ks, vs, sizes, topks, attn_type)
-    ref = dense_quadtree_reference(qs, ks, vs, sizes, topks, attn_type)
-    weights = [torch.randn_like(r) for r in ref]
-    for a, b in zip(ours, ref):
-        torch.testing.assert_close(a, b)
-    grads = [torch.autograd.grad(sum((m * w).sum() for m, w in zip(out, weights)), qs + ks + vs)
-             for out in (ours, ref)]
-    for a, b in zip(*grads):
-        torch.testing.assert_close(a, b)
-
-
-@pytest.mark.parametrize('attn_type', ['A', 'B'])
-def test_coarse_to_fine_attention_gradcheck(attn_type):
-    sizes = [(1, 2), (2, 4), (4, 8)]
-    inputs = [torch.randn(1, h * w, 2, dtype=torch.float64, requires_grad=True)
-              for _ in range(3) for h, w in sizes]
-
-    def fn(*flat):
-        return tuple(coarse_to_fine_attention(flat[0:3], flat[3:6], flat[6:9], sizes,
-                                              [1, 3, 2], attn_type))
-    assert torch.autograd.gradcheck(fn, inputs, fast_mode=True)
-
-
-def test_full_topk_reduces_to_dense_attention():
-    """Type B with every coarse key selected: the fine level attends to all keys."""
-    sizes = [(2, 3), (4, 6)]
-    qs, ks, vs = ([torch.randn(3, h * w, 8) for h, w in sizes] for _ in range(3))
-    fine = coarse_to_fine_attention(qs, ks, vs, sizes, [6, 6], 'B')[1]
-    torch.testing.assert_close(fine, F.scaled_dot_product_attention(qs[1], ks[1], vs[1]))
-
-
 # ------------------------------------------------------------ precision
 def test_autocast_bf16_cpu_forward_backward():
     torch.manual_seed(0)
@@ -266,14 +139,6 @@ def test_autocast_bf16_cpu_forward_backward():
     grads = [p.grad for p in model.parameters() if p.requires_grad]
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
     assert model.stages[0].blocks[0].attn.level_logits.grad.abs().sum() > 0
-
-
-def test_bf16_weights_and_input():
-    attn = QuadtreeAttention(16, 2, num_levels=2, topks=[2, 4]).to(torch.bfloat16)
-    x = torch.randn(1, 32, 16, dtype=torch.bfloat16, requires_grad=True)
-    out = attn(x, (4, 8))
-    out.float().sum().backward()
-    assert out.dtype == torch.bfloat16 and torch.isfinite(x.grad.float()).all()
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason='needs CUDA')

@@ -1,4 +1,5 @@
-"""Outputs and gradients of a fast path, to compare with the plain path's."""
+"""What the fast-path tests compare (outputs and gradients, fast vs plain)
+and count (calls of a fast path)."""
 import torch
 
 
@@ -7,3 +8,20 @@ def weighted_grads(out: torch.Tensor, inputs: list) -> list:
     of ``out`` (so that every output element counts differently)."""
     weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
     return [out.detach(), *torch.autograd.grad((out * weights).sum(), inputs)]
+
+
+def assert_all_close(ours: list, theirs: list, tol: float) -> None:
+    assert len(ours) == len(theirs)
+    for a, b in zip(ours, theirs):
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+def counted(monkeypatch, owner, name: str) -> list:
+    """Count the calls of ``owner.name`` (still called): one entry per call."""
+    calls, original = [], getattr(owner, name)
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(owner, name, counting)
+    return calls

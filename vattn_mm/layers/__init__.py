@@ -7,8 +7,8 @@ from .builder import (MIXERS, SCALINGS, ZooVariant, build_layer, build_mixer, bu
                       build_shared, register_mixer, registered_class)
 from .conv import DepthwiseConv2d, TokenMapConv2d
 from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
-from .dilated_attention import (GlobalSelfAttention, MultiScaleDilatedAttention,
-                                dilated_local_attention)
+from .dilated_attention import MultiScaleDilatedAttention
+from .global_attention import GlobalSelfAttention
 from .external_attention import ExternalAttention, ExternalAttentionUnit
 from .ffn import MLP, ConvFFN
 from .focal_modulation import FocalModulation
@@ -37,7 +37,6 @@ __all__ = [
     'P2T_POOL_RATIOS', 'PyramidPoolingAttention', 'make_pool_convs', 'pooled_size',
     'AbsolutePosEmbed', 'ConvPosEnc', 'FocalModulation', 'HiLoAttention', 'BiasedDeformConv2d',
     'DeformableTokenMerging', 'MLP', 'GlobalSelfAttention', 'MultiScaleDilatedAttention',
-    'dilated_local_attention',
     'ExternalAttention', 'ExternalAttentionUnit', 'PEG',
     'EfficientMultiHeadAttention', 'MultiScalePoolingAttention', 'rel_pos_table',
     'AgentAttention', 'ShiftedWindowAttention',

@@ -7,12 +7,10 @@ level gets full attention; every finer level attends, for each query, only to
 the 4 children of the top-K keys its parent query selected one level up.
 
 The official CUDA ops ``score_computation`` and ``value_aggregation`` are
-replaced by :func:`gathered_scores` and :func:`gathered_aggregate`: custom
-autograd functions that gather the candidate keys / values in chunks and use
-batched matmuls, forward and backward, on any device and floating dtype.  They
-save only their inputs, so memory stays ``O(N * K)`` per level (the gathered
-``(N, K, head_dim)`` blocks exist one chunk at a time) and no ``N x N``
-attention map is built anywhere but at the coarsest level.
+:func:`~vattn_mm.ops.quadtree.gathered_scores` and
+:func:`~vattn_mm.ops.quadtree.gathered_aggregate` (any device and floating
+dtype; their chunked forms are the fast path ``quadtree_chunks``), so no
+``N x N`` attention map is built anywhere but at the coarsest level.
 """
 from __future__ import annotations
 
@@ -24,20 +22,14 @@ import torch.nn.functional as F
 from mmcv.cnn import build_activation_layer
 from mmengine.logging import print_log
 from torch import nn
-from torch.autograd import Function
-from torch.autograd.function import once_differentiable
 
-from ..utils.tracing import is_capturing
+from .. import ops
+from ..ops.quadtree import gathered_aggregate, gathered_scores, top_keys
+from ..ops.selection import top_k
 from .attention import attention_width
 from .builder import ZooVariant, register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
-from .selection import selecting, top_k
-
-#: largest number of gathered elements (rows x candidates x head_dim) held
-#: at once by the sparse ops; bounds their transient memory (4 MiB in fp32,
-#: small enough to stay in cache between the gather and its matmul)
-GATHER_CHUNK_ELEMENTS = 1 << 20
 
 _TOPK_CLAMP_LOGGED = False
 
@@ -67,141 +59,6 @@ def child_index(parents: torch.Tensor, child: torch.Tensor, parent_width: int) -
     return (2 * row + child // 2) * (2 * parent_width) + 2 * col + child % 2
 
 
-def _chunks(rows: int, row_elements: int):
-    """Row slices holding at most ``GATHER_CHUNK_ELEMENTS`` gathered elements."""
-    step = max(1, GATHER_CHUNK_ELEMENTS // max(row_elements, 1))
-    for start in range(0, rows, step):
-        yield slice(start, min(start + step, rows))
-
-
-def _flat_index(index: torch.Tensor, length: int) -> torch.Tensor:
-    """``(G, P, K)`` per-group block indices -> ``(G * P, K)`` indices into
-    the ``G * length`` blocks of all groups."""
-    offsets = torch.arange(index.shape[0], device=index.device) * length
-    return (index + offsets.view(-1, 1, 1)).flatten(0, 1)
-
-
-def _gather_blocks(blocks: torch.Tensor, flat_index: torch.Tensor) -> torch.Tensor:
-    """``blocks`` ``(G*M, R, D)`` at ``flat_index`` ``(c, K)`` -> ``(c, K*R, D)``
-    (``F.embedding`` on whole blocks: contiguous rows, the fastest gather)."""
-    c, k = flat_index.shape
-    r, d = blocks.shape[1:]
-    return F.embedding(flat_index, blocks.view(-1, r * d)).view(c, k * r, d)
-
-
-def _scatter_add_blocks(target: torch.Tensor, flat_index: torch.Tensor,
-                        part: torch.Tensor) -> None:
-    """Adjoint of :func:`_gather_blocks`: add ``part`` ``(c, K*R, D)`` into
-    ``target`` ``(G*M, R, D)`` at ``flat_index``."""
-    target.view(target.shape[0], -1).index_add_(
-        0, flat_index.reshape(-1), part.view(flat_index.numel(), -1))
-
-
-# ------------------------------------------------------------- sparse ops
-# Both ops work on the (G * P)-row views of their tensors, in row chunks that
-# bound the gathered blocks; each chunk's product is written in place.
-class _GatheredScores(Function):
-    """``out[g, p, f, k*R + r] = q[g, p, f] . k[g, index[g, p, k], r]``: the
-    official ``score_computation`` (the F child queries of parent ``p``
-    share its candidates) with the candidate keys gathered as whole blocks
-    of R = 4 siblings."""
-
-    @staticmethod
-    def forward(ctx, q: torch.Tensor, k: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        g, p, f, d = q.shape
-        m, r = k.shape[1:3]
-        flat, blocks, rows = _flat_index(index, m), k.view(g * m, r, d), q.view(g * p, f, d)
-        out = q.new_empty(g * p, f, index.shape[-1] * r)
-        for s in _chunks(g * p, out.shape[-1] * d):
-            torch.bmm(rows[s], _gather_blocks(blocks, flat[s]).transpose(1, 2), out=out[s])
-        ctx.save_for_backward(q, k, index)
-        return out.view(g, p, f, -1)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad: torch.Tensor):
-        q, k, index = ctx.saved_tensors
-        g, p, f, d = q.shape
-        m, r = k.shape[1:3]
-        flat, blocks, rows = _flat_index(index, m), k.view(g * m, r, d), q.view(g * p, f, d)
-        grad = grad.contiguous().view(g * p, f, -1)
-        grad_q = torch.empty_like(rows) if ctx.needs_input_grad[0] else None
-        grad_k = torch.zeros_like(blocks) if ctx.needs_input_grad[1] else None
-        for s in _chunks(g * p, grad.shape[-1] * d):
-            if grad_q is not None:
-                torch.bmm(grad[s], _gather_blocks(blocks, flat[s]), out=grad_q[s])
-            if grad_k is not None:
-                _scatter_add_blocks(grad_k, flat[s], grad[s].transpose(1, 2) @ rows[s])
-        return (None if grad_q is None else grad_q.view_as(q),
-                None if grad_k is None else grad_k.view_as(k), None)
-
-
-class _GatheredAggregate(Function):
-    """``out[g, p, f] = sum_{k, r} attn[g, p, f, k*R + r] * v[g, index[g, p, k], r]``:
-    the official ``value_aggregation`` with block-gathered values."""
-
-    @staticmethod
-    def forward(ctx, attn: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-        g, p, f, j = attn.shape
-        m, r, d = v.shape[1:]
-        flat, blocks, rows = _flat_index(index, m), v.view(g * m, r, d), attn.view(g * p, f, j)
-        out = v.new_empty(g * p, f, d)
-        for s in _chunks(g * p, j * d):
-            torch.bmm(rows[s], _gather_blocks(blocks, flat[s]), out=out[s])
-        ctx.save_for_backward(attn, v, index)
-        return out.view(g, p, f, d)
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad: torch.Tensor):
-        attn, v, index = ctx.saved_tensors
-        g, p, f, j = attn.shape
-        m, r, d = v.shape[1:]
-        flat, blocks, rows = _flat_index(index, m), v.view(g * m, r, d), attn.view(g * p, f, j)
-        grad = grad.contiguous().view(g * p, f, d)
-        grad_attn = torch.empty_like(rows) if ctx.needs_input_grad[0] else None
-        grad_v = torch.zeros_like(blocks) if ctx.needs_input_grad[1] else None
-        for s in _chunks(g * p, j * d):
-            if grad_attn is not None:
-                torch.bmm(grad[s], _gather_blocks(blocks, flat[s]).transpose(1, 2),
-                          out=grad_attn[s])
-            if grad_v is not None:
-                _scatter_add_blocks(grad_v, flat[s], rows[s].transpose(1, 2) @ grad[s])
-        return (None if grad_attn is None else grad_attn.view_as(attn),
-                None if grad_v is None else grad_v.view_as(v), None)
-
-
-def gathered_scores(q: torch.Tensor, k: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Dot products of grouped queries with the blocks of candidate keys.
-
-    Args:
-        q: ``(G, P, F, D)`` queries; the ``F`` of row ``p`` share candidates.
-        k: ``(G, M, R, D)`` keys in blocks of ``R`` (quadtree: the 4 children
-            of each coarser cell).
-        index: ``(G, P, K)`` int64 block indices in ``[0, M)``.
-
-    Returns:
-        ``(G, P, F, K * R)`` scores, candidates ordered (block, row).
-    """
-    if is_capturing():   # one gather, no chunks or in-place writes
-        g, p, f, d = q.shape
-        m, r = k.shape[1:3]
-        blocks = _gather_blocks(k.reshape(g * m, r, d), _flat_index(index, m))
-        return (q.reshape(g * p, f, d) @ blocks.transpose(1, 2)).view(g, p, f, -1)
-    return _GatheredScores.apply(q.contiguous(), k.contiguous(), index)
-
-
-def gathered_aggregate(attn: torch.Tensor, v: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Weighted sums of candidate values: ``attn`` ``(G, P, F, K * R)``,
-    ``v`` ``(G, M, R, D)`` blocks, ``index`` ``(G, P, K)`` -> ``(G, P, F, D)``."""
-    if is_capturing():
-        g, p, f, j = attn.shape
-        m, r, d = v.shape[1:]
-        blocks = _gather_blocks(v.reshape(g * m, r, d), _flat_index(index, m))
-        return (attn.reshape(g * p, f, j) @ blocks).view(g, p, f, d)
-    return _GatheredAggregate.apply(attn.contiguous(), v.contiguous(), index)
-
-
 # ----------------------------------------------------------- the attention
 def _clamp_topk(k: int, available: int, level: int) -> int:
     """Clamp a top-k to the candidates available, logging that once (in eager
@@ -222,24 +79,10 @@ def _clamp_topk(k: int, available: int, level: int) -> int:
     return available
 
 
-def _top_keys(q: torch.Tensor, k: torch.Tensor, topk: int) -> torch.Tensor:
-    """Indices ``(G, N, topk)`` of each query's ``topk`` best keys by score
-    (= by attention probability), computed in row chunks without autograd so
-    no ``N x M`` map is kept (whole, while captured as a graph or while
-    recording / pinning the selections: :mod:`~vattn_mm.layers.selection`)."""
-    if is_capturing() or selecting():
-        return top_k(q @ k.transpose(-1, -2), topk)[1]
-    g, n, _ = q.shape
-    out = torch.empty(g, n, topk, dtype=torch.long, device=q.device)
-    with torch.no_grad():
-        for s in _chunks(n, g * k.shape[1]):
-            out[:, s] = (q[:, s] @ k.transpose(-1, -2)).topk(topk, dim=-1).indices
-    return out
-
-
 def coarse_to_fine_attention(queries: Sequence[torch.Tensor], keys: Sequence[torch.Tensor],
                              values: Sequence[torch.Tensor], sizes: Sequence[Size],
-                             topks: Sequence[int], attn_type: str = 'B') -> list[torch.Tensor]:
+                             topks: Sequence[int], attn_type: str = 'B',
+                             fast: bool = True) -> list[torch.Tensor]:
     """Coarse-to-fine quadtree attention messages, one per level.
 
     Args:
@@ -254,6 +97,8 @@ def coarse_to_fine_attention(queries: Sequence[torch.Tensor], keys: Sequence[tor
             of each parent key times the parent's score, and the top-k keys of
             every non-final level are left out of that level's message (they
             are refined at the next level).
+        fast: let the sparse operations take their chunked fast path
+            (``quadtree_chunks``) where its gate allows.
 
     Returns:
         Per level ``(G, H_l * W_l, D)`` messages (not yet merged).
@@ -277,13 +122,13 @@ def coarse_to_fine_attention(queries: Sequence[torch.Tensor], keys: Sequence[tor
     else:
         messages.append(F.scaled_dot_product_attention(q, k, v))
         if num_levels > 1:
-            selected = _top_keys(q, k, _clamp_topk(topks[0], k.shape[1], 0))
+            selected = top_keys(q, k, _clamp_topk(topks[0], k.shape[1], 0), fast)
 
     for level in range(1, num_levels):
         hw, final = sizes[level], level == num_levels - 1
         q = group_children(queries[level] * scale, hw)                 # (G, P, 4, D)
         k, v = group_children(keys[level], hw), group_children(values[level], hw)
-        scores = gathered_scores(q, k, selected)                       # (G, P, 4, 4K)
+        scores = gathered_scores(q, k, selected, fast)                 # (G, P, 4, 4K)
         if type_a:
             g, p, f, j = scores.shape
             attn = torch.softmax(scores.view(g, p, f, j // 4, 4), dim=-1)
@@ -296,20 +141,20 @@ def coarse_to_fine_attention(queries: Sequence[torch.Tensor], keys: Sequence[tor
             # type B needs only the positions: no autograd record for them
             top_scores, top_pos = top_k(attn if type_a else attn.detach(), keep)
             top_parents = parents.unsqueeze(2).expand(-1, -1, 4, -1).gather(-1, top_pos // 4)
-            top_keys = child_index(top_parents, top_pos % 4, sizes[level - 1][1])
-            selected = ungroup_children(top_keys, hw)                  # (G, N, k)
+            fine_keys = child_index(top_parents, top_pos % 4, sizes[level - 1][1])
+            selected = ungroup_children(fine_keys, hw)                  # (G, N, k)
             if type_a:   # the top-k keys are refined at the next level instead
                 parent_scores = ungroup_children(top_scores, hw)
                 attn = attn.scatter(-1, top_pos, 0.)
-        message = gathered_aggregate(attn, v, parents)                 # (G, P, 4, D)
+        message = gathered_aggregate(attn, v, parents, fast)           # (G, P, 4, D)
         messages.append(ungroup_children(message, hw))
     return messages
 
 
 def avg_pool_tokens(x: torch.Tensor, hw: Size) -> torch.Tensor:
     """2x2 average pooling of ``(B, H*W, C)`` row-major tokens (even ``H, W``);
-    a sum of 4 strided slices, several times faster than ``mean`` or
-    ``avg_pool2d`` on this layout."""
+    a sum of 4 strided slices (faster than ``mean`` or ``avg_pool2d`` on
+    this layout: docs/benchmarks.md)."""
     b, _, c = x.shape
     h, w = hw
     x = x.view(b, h // 2, 2, w // 2, 2, c)
@@ -403,6 +248,7 @@ class QuadtreeAttention(nn.Module):
                 for _ in range(num_levels - 1))
         self.proj = nn.Linear(width, embed_dims)
         self.proj_drop = nn.Dropout(proj_drop)
+        self.chunks = ops.switch('quadtree_chunks')
 
     @property
     def size_multiple(self) -> int:
@@ -442,7 +288,8 @@ class QuadtreeAttention(nn.Module):
         with torch.autocast(x.device.type, enabled=False):
             messages = coarse_to_fine_attention(
                 [self._heads(t) for t in qs], [self._heads(t) for t in ks],
-                [self._heads(t) for t in vs], sizes, self.topks, self.attn_type)
+                [self._heads(t) for t in vs], sizes, self.topks, self.attn_type,
+                fast=self.chunks.on(x))
             if self.attn_type == 'B':
                 weights = torch.softmax(self.level_logits.float(), dim=0)
                 messages = [(m + self._heads(lepe)) * wt

@@ -9,9 +9,12 @@ function here, which takes the fast path where the switch and the path's
 gate allow and the plain code otherwise.
 
 Everything else lives in the submodules (``vattn_mm.ops.conv``,
-``.recompute``, ``.fused``, ``.ffn``, ``.focal``, ``.gates``); this package
+``.recompute``, ``.fused``, ``.ffn``, ``.focal``, ``.gates``, ``.quadtree``,
+``.dilated_attention``, ``.deform_conv``, ``.selection``); this package
 names the registry and the run-time entry points the layers call.
 """
+# the operations register their fast paths when imported
+from . import deform_conv, dilated_attention, quadtree, selection  # noqa: F401
 from .conv import token_map_conv, token_map_conv_act
 from .ffn import in_hidden_groups, token_chunks
 from .focal import focal_context

@@ -1,15 +1,15 @@
-"""Layers with their own backward for speed: LITv2's deformable convolution
-(gathered DCNv1, ``deformable_merging.py``) and DilateFormer's dilated
-attention (``dilated_attention.py``); the depthwise convolutions' and the
-ConvFFN's are in ``tests/ops/``.  Their gradients must be those of the plain
-operators."""
+"""DCNv1 (``vattn_mm/ops/deform_conv.py``): the gathered form LITv2's
+deformable token merging trains with is torchvision's operator with mmcv's
+boundary conventions, and the fast path on or off gives the same values."""
 import pytest
 import torch
 from torch import nn
 
-from vattn_mm.layers.deformable_merging import BiasedDeformConv2d, _dcn_v1
+from vattn_mm import ops
+from vattn_mm.layers import BiasedDeformConv2d
+from vattn_mm.ops.deform_conv import dcn_v1
 
-from .ops.grads import weighted_grads as _grads
+from .grads import assert_all_close, weighted_grads
 
 
 def _dcn_case(batch, kernel, stride, padding, offset_scale, channels_last, seed=0):
@@ -46,21 +46,29 @@ class _GivenOffsets(nn.Module):
         return self.offset
 
 
-def _assert_equals_dcn_v1(tensors: list, kernel: int, stride: int, padding: int) -> None:
-    """``BiasedDeformConv2d`` with these input, offsets, weight and bias:
-    outputs and gradients equal torchvision's DCNv1."""
-    x, offset, weight, bias = tensors
-    conv = BiasedDeformConv2d(x.shape[1], weight.shape[0], kernel, stride, padding).double()
+def _conv_with(tensors: list, kernel: int, stride: int, padding: int) -> BiasedDeformConv2d:
+    """A ``BiasedDeformConv2d`` with the weight, bias and offsets in ``tensors``
+    (input, offsets, weight, bias)."""
+    _, offset, weight, bias = tensors
+    conv = BiasedDeformConv2d(weight.shape[1], weight.shape[0], kernel, stride, padding)
+    conv.to(weight.dtype)
     with torch.no_grad():
         conv.weight.copy_(weight)
         conv.bias.copy_(bias)
     conv.conv_offset = _GivenOffsets(offset)
+    return conv
+
+
+def _assert_equals_dcn_v1(tensors: list, kernel: int, stride: int, padding: int) -> None:
+    """``BiasedDeformConv2d`` with these input, offsets, weight and bias:
+    outputs and gradients equal torchvision's DCNv1."""
+    x, offset, _, _ = tensors
+    conv = _conv_with(tensors, kernel, stride, padding)
     out = conv(x)
-    assert type(out.grad_fn).__name__ == '_GatheredDeformConvBackward'
-    ours = _grads(out, [x, offset, conv.weight, conv.bias])
-    torchvision = _grads(_dcn_v1(*tensors, stride, padding), tensors)
-    for a, b in zip(ours, torchvision):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+    assert type(out.grad_fn).__name__ == 'GatheredDeformConvBackward'
+    ours = weighted_grads(out, [x, offset, conv.weight, conv.bias])
+    torchvision = weighted_grads(dcn_v1(*tensors, stride, padding), tensors)
+    assert_all_close(ours, torchvision, 1e-10)
 
 
 def test_gathered_deform_conv_on_the_boundary_of_the_map_is_mmcvs():
@@ -72,16 +80,11 @@ def test_gathered_deform_conv_on_the_boundary_of_the_map_is_mmcvs():
     offset[:, 0::2, 0] = -1.0             # first output row: its taps one row up
     offset[:, 1::2, :, -1] = 1.0          # last output column: one column right
     tensors = [t.requires_grad_() for t in (x, offset, weight, bias)]
-    conv = BiasedDeformConv2d(5, 4, 2, 2)
-    with torch.no_grad():
-        conv.weight.copy_(weight)
-        conv.bias.copy_(bias)
-    conv.conv_offset = _GivenOffsets(offset)
-    ours = _grads(conv(x), [x, offset, conv.weight, conv.bias])
-    mmcv = _grads(deform_conv2d(x.contiguous(), offset.contiguous(), weight, 2, 0)
-                  + bias.view(1, -1, 1, 1), tensors)
-    for a, b in zip(ours, mmcv):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    conv = _conv_with(tensors, 2, 2, 0)
+    ours = weighted_grads(conv(x), [x, offset, conv.weight, conv.bias])
+    mmcv = weighted_grads(deform_conv2d(x.contiguous(), offset.contiguous(), weight, 2, 0)
+                          + bias.view(1, -1, 1, 1), tensors)
+    assert_all_close(ours, mmcv, 1e-5)
 
 
 def test_deform_conv_outside_cpu_training_is_torchvisions():
@@ -93,19 +96,16 @@ def test_deform_conv_outside_cpu_training_is_torchvisions():
         assert 'Gathered' not in type(conv(x).grad_fn).__name__
 
 
-@pytest.mark.parametrize('size, kernel, dilation', [((7, 9), 3, 2), ((3, 4), 3, 3), ((6, 5), 5, 1)])
-def test_dilated_attention_gradients_are_autograds(size, kernel, dilation):
-    """Its own backward against autograd through the export formulation
-    (padded maps, no in-place writes); (3, 4) with dilation 3 has offsets
-    entirely outside the map."""
-    from vattn_mm.layers.dilated_attention import (dilated_local_attention,
-                                                   dilated_local_attention_padded)
-    g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, *size, 2, 3, generator=g, dtype=torch.double, requires_grad=True)
-               for _ in range(3))
-    out = dilated_local_attention(q, k, v, kernel, dilation, 0.7)
-    assert type(out.grad_fn).__name__ == '_DilatedLocalAttentionBackward'
-    ours = _grads(out, [q, k, v])
-    plain = _grads(dilated_local_attention_padded(q, k, v, kernel, dilation, 0.7), [q, k, v])
-    for a, b in zip(ours, plain):
-        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+def test_gathered_deform_conv_switch():
+    """``gathered_deform_conv`` on (the CPU default) vs off (torchvision's
+    operator): the same outputs and gradients (float64, 1e-10)."""
+    tensors = _dcn_case(2, 2, 2, 0, 1.0, True)
+    conv = _conv_with(tensors, 2, 2, 0)
+    x, offset = tensors[:2]
+    inputs = [x, offset, conv.weight, conv.bias]
+    on = conv(x)
+    assert type(on.grad_fn).__name__ == 'GatheredDeformConvBackward'
+    ops.configure(conv, {'gathered_deform_conv': False})
+    off = conv(x)
+    assert 'Gathered' not in type(off.grad_fn).__name__
+    assert_all_close(weighted_grads(on, inputs), weighted_grads(off, inputs), 1e-10)
