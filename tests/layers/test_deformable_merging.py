@@ -54,3 +54,20 @@ def test_dtm_cuda_matches_cpu():
     cpu, _ = m(x)
     gpu, _ = m.cuda()(x.cuda())
     torch.testing.assert_close(gpu.cpu(), cpu, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize('setting', ['default', 'plain'])
+@pytest.mark.parametrize('batch', [1, 2])
+def test_dtm_gradients_with_either_deformable_kernel(setting, batch):
+    """Finite differences agree with the DTM's gradients whichever DCN kernel
+    runs (the gathered fast path returns a channels-last map, torchvision's a
+    contiguous one), batch 1 included."""
+    from vattn_mm import ops
+    torch.manual_seed(0)
+    dtm = ops.configure(DeformableTokenMerging(4, 8).double().train(), setting)
+    with torch.no_grad():
+        for param in dtm.parameters():   # off zero offsets, the kink of bilinear sampling
+            param.add_(torch.randn_like(param), alpha=0.05)
+    x = torch.randn(batch, 4, 6, 6, dtype=torch.double,
+                    requires_grad=True).contiguous(memory_format=torch.channels_last)
+    assert torch.autograd.gradcheck(lambda t: dtm(t)[0], (x, ))

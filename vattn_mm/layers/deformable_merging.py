@@ -96,4 +96,8 @@ class DeformableTokenMerging(nn.Module):
             raise ValueError(f'DeformableTokenMerging: a {h}x{w} map is smaller than '
                              f'its {self.kernel_size}x{self.kernel_size} kernel; '
                              'the input image is too small')
-        return map_to_tokens(self.act(self.norm(self.dconv(x))))
+        # the norm runs on a channels-last map, the layout of the token view the
+        # gradient arrives in: PyTorch's CPU BatchNorm backward is wrong for a
+        # contiguous NCHW batch-1 input with a channels-last output gradient
+        y = self.dconv(x).contiguous(memory_format=torch.channels_last)
+        return map_to_tokens(self.act(self.norm(y)))
