@@ -36,6 +36,7 @@ def measure(case: Case, parts: Sequence[str] = ('time', 'memory')) -> dict:
       the peak.
     """
     import torch
+    import torch.utils.benchmark  # noqa: F401  (its import is no part of the first step's peak)
     if case.threads:
         torch.set_num_threads(case.threads)
     memory = 'memory' in parts
