@@ -1,8 +1,8 @@
 """The one timing method of every benchmark tool: ``torch.utils.benchmark``
 (:class:`torch.utils.benchmark.Timer`, ``blocked_autorange``), which
 synchronises the accelerator around each timed block, with this process's
-torch threads.  It is imported at the first call (importing it puts
-setuptools' vendored packages on ``sys.path``)."""
+torch threads.  It is imported at the first call: importing it adds
+setuptools' vendored packages to the import path."""
 from __future__ import annotations
 
 from dataclasses import dataclass
