@@ -81,13 +81,12 @@ def sweep(workers: Workers, spec: str, sizes: Sequence[int], modes: Sequence[str
         # mixers) costs what the case would
         params, gmacs = (rows[-1].params_m, math.nan) if stop else complexity(spec, size)
         row = Row(spec, f'{size}x{size}', case_kwargs.get('device', 'cpu'),
-                           case_kwargs.get('dtype', 'fp32'), params, gmacs, error=stop)
+                  case_kwargs.get('dtype', 'fp32'), params, gmacs, error=stop)
         if stop:
             rows.append(row)
             break
         for mode in modes_here:
-            case = Case(spec, (size, size), mode, builder=BUILDER,
-                                 **case_kwargs)
+            case = Case(spec, (size, size), mode, builder=BUILDER, **case_kwargs)
             try:
                 fill_row(row, mode, workers.run_case(case, timeout=case_timeout))
             except errors as err:
@@ -100,6 +99,7 @@ def sweep(workers: Workers, spec: str, sizes: Sequence[int], modes: Sequence[str
         if row.error:
             break
     return rows
+
 
 @dataclass
 class Scaling:
