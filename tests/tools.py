@@ -9,7 +9,7 @@ TOOLS = Path(__file__).resolve().parents[1] / 'tools'
 
 def load_tool(relative: str) -> ModuleType:
     """``tools/<relative>`` as a module, registered under its file name (the
-    analysis scripts import ``benchlib`` so, as a sibling)."""
+    analysis scripts import ``bench_workers`` so, as a sibling)."""
     path = TOOLS / relative
     name = path.stem
     if name in sys.modules and getattr(sys.modules[name], '__file__', None) == str(path):

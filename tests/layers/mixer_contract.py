@@ -18,8 +18,6 @@ from vattn_mm.analysis import build_spec, count_complexity, spec_complexity
 from vattn_mm.backbones import TokenPyramid
 from vattn_mm.layers import MIXERS, SCALINGS, ZooVariant, build_mixer
 
-from ..tools import load_tool
-
 MICRO = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
              depths=[1, 2, 1, 1])
 #: input sides of the scaling checks: stage maps of 128x128 and 256x256 tokens
@@ -35,8 +33,8 @@ def micro(mixer, **kwargs) -> TokenPyramid:
 
 
 def zoo_tool():
-    load_tool('analysis/benchlib.py')   # zoo.py imports it as a sibling module
-    return load_tool('analysis/zoo.py')
+    from vattn_mm.analysis import zoo
+    return zoo
 
 
 # ------------------------------------------------------------ declarations

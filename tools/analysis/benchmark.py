@@ -14,8 +14,10 @@ the machine's matmul peak of backbones or whole configs at several input sizes.
     python tools/analysis/benchmark.py PVTv2:b2 --modes train --profile    # time per operator
 
 Batch 1.  Each (model, size, mode) runs in fresh processes: one times it
-(warm-up, then ``--iters`` timed iterations, median reported; the matmul peak
-is ``torch.mm`` 2048x2048 GFLOP/s measured in the same process), another (on
+(warm-up, then ``torch.utils.benchmark``'s ``blocked_autorange`` for about
+``--iters`` iterations; median, interquartile range and timed iterations
+reported; the matmul peak is ``torch.mm`` 2048x2048 GFLOP/s measured in the
+same process), another (on
 CUDA the same one) measures what the process pays: the memory it still holds
 after the warm-up iterations above what it held once the model was built
 (caches, buffers kept between steps; gradients freed) plus one steady
@@ -32,16 +34,22 @@ measures nothing: it lists the ``torch.compile`` graph breaks of each target
 ``--profile N`` runs one iteration of every (target, size, mode) under the
 autograd profiler and writes the ``N`` operators with the most self time, a
 training step's forward and backward apart, to ``<name>_profile.md``.
-Details: ``tools/analysis/benchlib.py``.
+Details: :mod:`vattn_mm.analysis.bench`; worker processes:
+``tools/analysis/bench_workers.py``.
 """
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from pathlib import Path
 
-from benchlib import (DEFAULT_MODES, DTYPES, MODES, RUNTIMES, benchmark, growth_markdown,
-                      markdown, merge_rows, parse_shape, plot, read_csv, write_csv)
+import bench_workers
+
+from vattn_mm.analysis.bench import (DEFAULT_MODES, DTYPES, MODES, RUNTIMES, Case, benchmark,
+                                     growth_markdown, markdown, merge_rows, parse_shape, plot,
+                                     profile_case, read_csv, write_csv)
+from vattn_mm.analysis.bench import peers
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -74,7 +82,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                              'CPU time per case, forward and backward apart (autograd profiler; '
                              'written to <name>_profile.md)')
     parser.add_argument('--warmup', type=int, default=2, help='untimed iterations first')
-    parser.add_argument('--iters', type=int, default=5, help='timed iterations')
+    parser.add_argument('--iters', type=int, default=5,
+                        help='timing budget in iterations (blocked_autorange runs for about '
+                             'this many; the count is reported)')
     parser.add_argument('--threads', type=int, default=None,
                         help='torch threads (default: torch default, all cores)')
     parser.add_argument('--out-dir', default='work_dirs/benchmark', help='output folder')
@@ -85,9 +95,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='time only: no peak-memory processes (half the start-ups)')
     parser.add_argument('--against', nargs='+', metavar='LIBRARY',
                         help='also run these libraries\' versions of the targets with the same '
-                             'weights (timm, mmdet: tools/analysis/peers.py), alternating with '
-                             'ours in one process, and report the ratios (written to '
-                             '<name>_against.md)')
+                             'weights (timm, mmdet: vattn_mm.analysis.bench.peers), '
+                             'alternating with ours in one process, and report the ratios '
+                             '(written to <name>_against.md)')
     args = parser.parse_args(argv)
     args.dtype = list(dict.fromkeys(args.dtype))
     args.runtime = list(dict.fromkeys(args.runtime))
@@ -139,7 +149,6 @@ def graph_breaks(args: argparse.Namespace) -> int:
 
 def profiles(args: argparse.Namespace, out: Path) -> int:
     """Write and print the operator profile of every case."""
-    from benchlib import Case, profile_case
     sections = [profile_case(Case(spec, shape, mode, device=args.device, dtype=dtype,
                                   runtime=runtime, warmup=args.warmup, threads=args.threads),
                              args.profile)
@@ -169,13 +178,16 @@ def main(argv=None) -> int:
         def save(row) -> None:            # after every (model, size): nothing is lost
             done.append(row)
             write_csv(done, csv_path)
-        rows = benchmark(args.targets, args.shapes, args.modes, progress=not args.no_progress,
-                         on_row=save, device=args.device, dtypes=args.dtype,
-                         runtimes=args.runtime, warmup=args.warmup, memory=not args.no_memory,
-                         iters=args.iters, threads=args.threads)
+        def run_case(case: Case):
+            return bench_workers.run_case(case, memory=not args.no_memory)
+        rows = benchmark(args.targets, args.shapes, run_case, args.modes,
+                         progress=not args.no_progress, on_row=save, device=args.device,
+                         dtypes=args.dtype, runtimes=args.runtime, warmup=args.warmup,
+                         iters=args.iters, threads=args.threads,
+                         errors=(RuntimeError, subprocess.TimeoutExpired))
     if args.against:
-        import peers
         compared = peers.against(args.targets, args.shapes, args.modes, args.against,
+                                 bench_workers.run_compare, bench_workers.peak_mib,
                                  device=args.device, dtype=args.dtype[0], warmup=args.warmup,
                                  iters=args.iters, threads=args.threads)
         (out / f'{args.name}_against.md').write_text(peers.markdown(compared) + '\n')

@@ -3,10 +3,13 @@ multi-scale dilated attention vs the official ``nn.Unfold`` formulation.
 
 Every measurement runs in a fresh subprocess so that peaks do not mix:
 
-* the median time of ``--repeat`` runs after a warm-up on a tiny input;
+* time: after a warm-up on a tiny input, ``torch.utils.benchmark``'s
+  ``blocked_autorange`` for about ``--repeat`` runs, each on a fresh copy of
+  the input (:func:`vattn_mm.analysis.bench.time_steps`; median,
+  interquartile range and timed runs reported);
 * in another subprocess, the memory one run adds to what the imports, the
   model, the input and the warm-up hold
-  (:class:`benchlib.PeakMemory`: on CPU the process's
+  (:class:`vattn_mm.analysis.bench.PeakMemory`: on CPU the process's
   high-water mark, the process started with glibc serving big blocks with
   ``mmap`` so that freed memory leaves the resident set at once;
   ``torch.cuda.max_memory_allocated()`` on CUDA).
@@ -26,10 +29,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 
 IMPLS = ('unfold', 'ours')
 
@@ -116,27 +117,23 @@ def _prepare(args):
 
 
 def time_worker(args) -> dict:
-    """Median time of one (impl, device, scope, mode) in this fresh process."""
-    import torch
+    """Time of one (impl, device, scope, mode) in this fresh process."""
+    from vattn_mm.analysis.bench import time_steps
     stage, fn, x, hw = _prepare(args)
-    times = []
-    for _ in range(args.repeat):
+
+    def step() -> None:
         stage.zero_grad(set_to_none=True)
-        xi = x.clone()           # inference adds the residuals into the input
-        if args.device == 'cuda':
-            torch.cuda.synchronize()
-        start = time.perf_counter()
-        run_once(args, fn, xi, hw)
-        if args.device == 'cuda':
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - start)
-    return dict(time=statistics.median(times))
+        run_once(args, fn, x.clone(), hw)      # inference adds the residuals into the input
+    timing = time_steps({'step': step}, args.repeat)['step']
+    return dict(time=timing.median_s, iqr=timing.iqr_s, runs=timing.runs)
 
 
 def memory_worker(args) -> dict:
     """Peak memory of one run in this fresh process (restarted with the
     malloc settings :class:`PeakMemory` needs on CPU)."""
-    from benchlib import PeakMemory, exec_with_mmap_malloc
+    from bench_workers import exec_with_mmap_malloc
+
+    from vattn_mm.analysis.bench import PeakMemory
     if args.device == 'cpu':
         exec_with_mmap_malloc()
     stage, fn, x, hw = _prepare(args)
@@ -197,7 +194,8 @@ def main() -> None:
                         help='default: cpu, and cuda when available')
     parser.add_argument('--scope', choices=('msda', 'stage'), action='append')
     parser.add_argument('--mode', choices=('inference', 'train'), action='append')
-    parser.add_argument('--repeat', type=int, default=3, help='timed runs (median)')
+    parser.add_argument('--repeat', type=int, default=3,
+                        help='timing budget in runs (blocked_autorange; median reported)')
     parser.add_argument('--threads', type=int, default=max(1, min(os.cpu_count() or 1, 8)))
     parser.add_argument('--worker', choices=sorted(TASKS), help=argparse.SUPPRESS)
     parser.add_argument('--impl', choices=IMPLS, help=argparse.SUPPRESS)
@@ -215,9 +213,9 @@ def main() -> None:
     print(f'DilateFormer-{args.arch[0].upper()}, first stage, input 1x3x{args.size[0]}x'
           f'{args.size[1]} -> {h}x{w} tokens, torch {env["torch"]}, '
           f'{args.threads} CPU threads\n')
-    print('| scope | mode | device | implementation | time (ms) | peak memory (MiB) '
-          '| memory unfold / ours | max abs diff |')
-    print('|---|---|---|---|---:|---:|---:|---:|')
+    print('| scope | mode | device | implementation | time (ms) | IQR (ms) | runs '
+          '| peak memory (MiB) | memory unfold / ours | max abs diff |')
+    print('|---|---|---|---|---:|---:|---:|---:|---:|---:|')
     for device in devices:
         for scope in args.scope or ['msda', 'stage']:
             diff = spawn(args, 'diff', device=device, scope=scope)['diff']
@@ -229,7 +227,7 @@ def main() -> None:
                 for impl in IMPLS:
                     r = res[impl]
                     print(f"| {scope} | {mode} | {device} | {impl} | {1e3 * r['time']:.1f} | "
-                          f"{r['peak'] / 2 ** 20:.1f} | "
+                          f"{1e3 * r['iqr']:.1f} | {r['runs']} | {r['peak'] / 2 ** 20:.1f} | "
                           f"{f'{ratio:.2f}x' if impl == 'ours' else ''} | "
                           f"{f'{diff:.2e}' if impl == 'ours' else ''} |", flush=True)
 

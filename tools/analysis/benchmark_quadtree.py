@@ -12,12 +12,12 @@ single layer):
 * the whole QuadTree-B-b2 backbone on the image.
 
 Forward passes in eval mode without autograd (``--train``: forward + backward).
-Each case runs in a fresh subprocess.  Time is the best of ``--repeat``
-runs after one warm-up: wall-clock on CUDA; on CPU the process's CPU time
-(``time.process_time``, single thread by default), which other jobs on a
-shared machine barely disturb (wall-clock is printed to stderr).  Peak memory
+Each case runs in a fresh subprocess.  Time: after one warm-up,
+``torch.utils.benchmark``'s ``blocked_autorange`` for about ``--repeat``
+runs (:func:`vattn_mm.analysis.bench.time_steps`; median, interquartile
+range and timed runs reported), single thread on CPU by default.  Peak memory
 is what one run adds to the imports, the model, the input and a warm-up run,
-measured in a second subprocess (:class:`benchlib.PeakMemory`:
+measured in a second subprocess (:class:`vattn_mm.analysis.bench.PeakMemory`:
 ``torch.cuda.max_memory_allocated`` on CUDA, the process's high-water mark on
 CPU, where the memory worker runs with glibc unmapping freed blocks at once; it
 includes every transient buffer).  Prints a
@@ -40,7 +40,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 SIZES = [(512, 512), (800, 1344), (1024, 1024), (2048, 2048)]
 BACKBONE_SIZES = SIZES[:3]
@@ -83,7 +82,9 @@ def _build(kind: str):
 def worker(spec: dict) -> dict:
     """Run one case in this (fresh) process and return its time
     (``spec['part'] == 'time'``) or its peak memory (``'memory'``)."""
-    from benchlib import PeakMemory, exec_with_mmap_malloc
+    from bench_workers import exec_with_mmap_malloc
+
+    from vattn_mm.analysis.bench import PeakMemory, time_steps
     if spec['part'] == 'memory' and spec['device'] == 'cpu':
         exec_with_mmap_malloc()
     import torch
@@ -115,14 +116,8 @@ def worker(spec: dict) -> dict:
         with PeakMemory(spec['device']) as peak:
             run()
         return dict(peak_bytes=peak.bytes)
-    walls, cpus = [], []
-    for _ in range(spec['repeat']):
-        wall, cpu = time.perf_counter(), time.process_time()
-        run()
-        walls.append(time.perf_counter() - wall)
-        cpus.append(time.process_time() - cpu)
-    wall = min(walls)
-    return dict(time_s=wall if device.type == 'cuda' else min(cpus), wall_s=wall)
+    timing = time_steps({kind: run}, spec['repeat'])[kind]
+    return dict(time_s=timing.median_s, iqr_s=timing.iqr_s, runs=timing.runs)
 
 
 #: glibc settings that keep freed large blocks for reuse (see the docstring)
@@ -145,19 +140,22 @@ def measure(spec: dict, env: dict) -> dict:
 
 
 def fmt(res: dict | None) -> tuple[str, str]:
+    """(time cell: median, IQR and timed runs; peak cell)."""
     if res is None:
         return '-', '-'
     if 'skipped' in res:
         return res['skipped'], '-'
-    return f"{res['time_s'] * 1e3:,.0f} ms", f"{res['peak_bytes'] / 2**20:,.0f} MiB"
+    return (f"{res['time_s'] * 1e3:,.0f} ms (IQR {res['iqr_s'] * 1e3:,.1f}, {res['runs']} runs)",
+            f"{res['peak_bytes'] / 2**20:,.0f} MiB")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--device', default='cpu')
-    parser.add_argument('--repeat', type=int, default=1, help='timed runs after one warm-up')
+    parser.add_argument('--repeat', type=int, default=1,
+                        help='timing budget in runs after one warm-up (blocked_autorange)')
     parser.add_argument('--threads', type=int, default=None,
-                        help='torch threads (default: 1 on CPU, for stable CPU times)')
+                        help='torch threads (default: 1 on CPU, for stable times)')
     parser.add_argument('--train', action='store_true', help='time forward + backward')
     parser.add_argument('--dense-max-tokens', type=int, default=None,
                         help='skip dense attention above this many tokens '
@@ -190,9 +188,9 @@ def main() -> None:
             print(f'{kind} {size[0]}x{size[1]}: {res}', file=sys.stderr, flush=True)
 
     mode = 'forward + backward' if args.train else 'forward, no grad'
-    clock = 'wall-clock' if args.device == 'cuda' else 'process CPU time'
-    print(f'\nDevice {args.device}, {args.threads} thread(s), {mode}; time = {clock}, best of '
-          f'{args.repeat} after a warm-up; peak = extra memory during the runs'
+    print(f'\nDevice {args.device}, {args.threads} thread(s), {mode}; time = median of '
+          f'torch.utils.benchmark blocked_autorange (budget {args.repeat} runs) after a '
+          'warm-up; peak = extra memory during the runs'
           + ('; glibc caching malloc settings' if caching else '') + '.\n')
     print('| model | image | stage-1 tokens | QuadTree-B time | QuadTree-B peak | '
           'dense attention time | dense peak |')

@@ -1,8 +1,9 @@
 """Model analysis: parameters and multiply-adds (:mod:`.complexity`),
 ``torch.compile`` graph breaks (:mod:`.compile`), the
 models measured (:mod:`.targets`) and the published numbers they are checked
-against (:mod:`.reference`).  The speed / memory benchmarks that run these
-models in worker processes are scripts: ``tools/analysis/``."""
+against (:mod:`.reference`).  Speed and memory: :mod:`.bench` (the
+benchmark library) and :mod:`.zoo` (the attention zoo), whose worker
+processes the tools in ``tools/analysis/`` start."""
 from .compile import CompileReport, GraphBreak, compile_report
 from .complexity import (COUNT_STANDINS, Complexity, count_complexity, count_params,
                          declared_macs)

@@ -1,5 +1,5 @@
 """Peers: other libraries' versions of our backbones, built with the same
-weights, for ``benchmark.py --against`` (docs/benchmarks.md).
+weights, for ``tools/analysis/benchmark.py --against`` (docs/benchmarks.md).
 
     timm  (optional, benchmark only: ``pip install --no-deps timm==1.0.31``, so
            that it never replaces the pinned torch): ``pvt_v2_b2``,
@@ -11,16 +11,23 @@ are ours, converted to the official layout (``vattn_to_official``) and then
 by the peer's own official-checkpoint converter; its forward returns the same
 four maps as ours (FocalNet: timm's stage outputs with our per-stage output
 norms, which the dense FocalNet adds).  :func:`compare` times ours and the
-peers in one process, alternating round by round, after checking that their
-outputs agree.
+peers in one process, in alternating blocks; :func:`against` checks that
+their outputs agree first.
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
-import statistics
 from typing import Any, Callable, Optional, Sequence
 
-import benchlib
+from .cases import Case
+from .steps import build_steps
+from .timing import time_steps
+
+#: blocks per implementation after the first, the implementations alternating
+ROUNDS = 2
+#: the :attr:`.cases.Case.builder` of a peer
+BUILDER = 'vattn_mm.analysis.bench.peers:build_peer_target'
 
 #: (library, our spec) -> builder of the peer module from our backbone
 PEERS: dict[tuple[str, str], Callable[[Any], Any]] = {}
@@ -112,7 +119,7 @@ def peers_of(spec: str, libraries: Sequence[str]) -> list[str]:
 
 def build_peer_target(name: str, *, with_cp: bool = False, device: Any = 'cpu'):
     """The :class:`vattn_mm.analysis.Target` of peer ``'<library>/<spec>'``
-    (a ``benchlib`` builder, ``Case.builder = 'peers:build_peer_target'``),
+    (a case builder, :data:`BUILDER`),
     with the weights of our ``spec`` built after ``torch.manual_seed(0)``."""
     import torch
     from torch import nn
@@ -153,57 +160,38 @@ def agreement(spec: str, peer: str, shape: tuple[int, int] = (224, 160)) -> floa
     return max(float((x - y).abs().max() / x.abs().max()) for x, y in zip(a, b))
 
 
-def compare(case: benchlib.Case, peers: Sequence[str]) -> dict:
-    """Median latency (ms) of ours and each peer for ``case``: all built in
-    this process, ``case.warmup`` untimed rounds, then ``case.iters`` timed
-    rounds in which every implementation runs once, the order rotating."""
-    import dataclasses
+def _as_peer(case: Case, name: str) -> Case:
+    """``case`` measuring implementation ``name`` (ours or a peer)."""
+    return dataclasses.replace(case, target=name,
+                               builder='' if name == case.target else BUILDER)
 
+
+def compare(case: Case, peers: Sequence[str]) -> dict:
+    """Time ours and each peer for ``case``, all built in this process:
+    ``case.warmup`` untimed iterations each, then
+    :func:`.timing.time_steps` (``case.iters``, the implementations in
+    alternating blocks).  ``{name: {'ms': median, 'iqr_ms': spread, 'runs':
+    timed iterations}}``."""
     import torch
     if case.threads:
         torch.set_num_threads(case.threads)
-    names = [case.target, *peers]
-    steps = []
-    for name in names:
+    steps = {}
+    for name in [case.target, *peers]:
         torch.manual_seed(0)
-        peer = name != case.target
-        steps.append(benchlib._step_fn(dataclasses.replace(
-            case, target=name, builder='peers:build_peer_target' if peer else '')).step)
-    times: dict[str, list] = {name: [] for name in names}
-    for i in range(case.warmup + case.iters):
-        order = list(range(len(names)))[i % len(names):] + list(range(len(names)))[:i % len(names)]
-        for j in order:
-            elapsed = benchlib._timed(steps[j], case.device)
-            if i >= case.warmup:
-                times[names[j]].append(elapsed)
-    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
-
-
-def _run_compare(case: benchlib.Case, peers: Sequence[str],
-                 timeout: Optional[float] = None) -> dict:
-    """:func:`compare` in a fresh interpreter."""
-    import dataclasses
-    import json
-    import subprocess
-    import sys
-    from pathlib import Path
-    cmd = [sys.executable, str(Path(__file__).resolve()), '--compare-worker',
-           json.dumps(dict(case=dataclasses.asdict(case), peers=list(peers)))]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
-                         cwd=Path(__file__).resolve().parent)
-    if res.returncode:
-        lines = res.stderr.strip().splitlines()
-        raise RuntimeError(f'{case.target} vs {list(peers)} failed (exit {res.returncode}): '
-                           + '\n'.join(lines[-10:]))
-    return json.loads(res.stdout.strip().splitlines()[-1])
+        steps[name] = build_steps(_as_peer(case, name)).step
+        for _ in range(case.warmup):
+            steps[name]()
+    return {name: dict(ms=t.median_s * 1e3, iqr_ms=t.iqr_s * 1e3, runs=t.runs)
+            for name, t in time_steps(steps, case.iters, ROUNDS).items()}
 
 
 def against(targets: Sequence[str], shapes: Sequence[tuple[int, int]], modes: Sequence[str],
-            libraries: Sequence[str], **case_kwargs) -> list[dict]:
+            libraries: Sequence[str], run_compare: Callable[[Case, Sequence[str]], dict],
+            peak_mib: Callable[[Case], float], **case_kwargs) -> list[dict]:
     """For every target with a peer in ``libraries``: the outputs' agreement,
-    then per shape and mode the median latencies (one process, alternating)
-    and the peak memory of each implementation (a fresh process each)."""
-    import dataclasses
+    then per shape and mode the times of :func:`compare` (``run_compare``:
+    in a fresh process) and the peak memory of each implementation
+    (``peak_mib``: a fresh process each)."""
     rows = []
     for target in targets:
         names = peers_of(target, libraries)
@@ -214,47 +202,33 @@ def against(targets: Sequence[str], shapes: Sequence[tuple[int, int]], modes: Se
         deviation = {name: agreement(target, name) for name in names}
         for shape in shapes:
             for mode in modes:
-                case = benchlib.Case(target, shape, mode, **case_kwargs)
+                case = Case(target, shape, mode, **case_kwargs)
                 print(f'[against] {target} {shape[0]}x{shape[1]} {mode}', flush=True)
-                ms = _run_compare(case, names)
-                peak = {}
-                for name in [target, *names]:
-                    one = dataclasses.replace(
-                        case, target=name,
-                        builder='' if name == target else 'peers:build_peer_target')
-                    peak[name] = benchlib._run_worker(one, ('memory', ),
-                                                      benchlib.memory_worker_env(),
-                                                      None)['peak_mib']
+                times = run_compare(case, names)
+                peak = {name: peak_mib(_as_peer(case, name)) for name in [target, *names]}
                 rows.append(dict(target=target, shape=f'{shape[0]}x{shape[1]}', mode=mode,
-                                 ms=ms, peak_mib=peak, deviation=deviation))
+                                 times=times, peak_mib=peak, deviation=deviation))
     return rows
 
 
 def markdown(rows: Sequence[dict]) -> str:
-    """One line per (target, shape, mode, peer): times and peaks, and the
-    peer's over ours (> 1: ours is faster / smaller)."""
+    """One line per (target, shape, mode, peer): median times with their
+    spread (IQR) and timed iterations, peaks, and the peer's over ours (> 1:
+    ours is faster / smaller)."""
     lines = ['| backbone | input | mode | peer | ours ms | peer ms | peer / ours time | '
+             'ours IQR (ms) | peer IQR (ms) | runs (ours / peer) | '
              'ours MiB | peer MiB | peer / ours memory | max output deviation |',
-             '|---|---|---|---|---|---|---|---|---|---|---|']
+             '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
     for r in rows:
-        ours = r['target']
-        for name in r['ms']:
+        ours, times = r['target'], r['times']
+        for name in times:
             if name == ours:
                 continue
+            mine, peer = times[ours], times[name]
             lines.append(
                 f"| {ours} | {r['shape']} | {r['mode']} | {name.split('/')[0]} | "
-                f"{r['ms'][ours]:.1f} | {r['ms'][name]:.1f} | {r['ms'][name] / r['ms'][ours]:.2f}x | "
+                f"{mine['ms']:.1f} | {peer['ms']:.1f} | {peer['ms'] / mine['ms']:.2f}x | "
+                f"{mine['iqr_ms']:.1f} | {peer['iqr_ms']:.1f} | {mine['runs']} / {peer['runs']} | "
                 f"{r['peak_mib'][ours]:.0f} | {r['peak_mib'][name]:.0f} | "
                 f"{r['peak_mib'][name] / r['peak_mib'][ours]:.2f}x | {r['deviation'][name]:.1e} |")
     return '\n'.join(lines)
-
-
-if __name__ == '__main__':
-    import json
-    import sys
-    if len(sys.argv) == 3 and sys.argv[1] == '--compare-worker':
-        spec = json.loads(sys.argv[2])
-        spec['case']['shape'] = tuple(spec['case']['shape'])
-        print(json.dumps(compare(benchlib.Case(**spec['case']), spec['peers'])))
-    else:
-        sys.exit('peers.py is run by benchmark.py --against (docs/benchmarks.md)')

@@ -1,14 +1,14 @@
-"""Peers for ``benchmark.py --against`` (tools/analysis/peers.py): timm's and
-mmdet's versions of our backbones get our weights and give our outputs, and
-the paired timing runs every implementation."""
+"""Peers for ``tools/analysis/benchmark.py --against``
+(vattn_mm.analysis.bench.peers): timm's and mmdet's versions of our
+backbones get our weights and give our outputs, and the paired timing runs
+every implementation."""
 import importlib.util
 
 import pytest
 
-from .tools import load_tool
+from vattn_mm.analysis.bench import Case
+from vattn_mm.analysis.bench import peers as PEERS
 
-BENCHLIB = load_tool('analysis/benchlib.py')   # peers.py imports it as a sibling module
-PEERS = load_tool('analysis/peers.py')
 HAVE_TIMM = importlib.util.find_spec('timm') is not None
 
 
@@ -35,11 +35,15 @@ def test_peer_names_and_errors():
 
 @pytest.mark.parametrize('mode', ['fwd', 'train'])
 def test_paired_timing_runs_every_implementation(mode):
-    case = BENCHLIB.Case('PVTv2:b2', (64, 64), mode, warmup=1, iters=2, threads=1)
-    ms = PEERS.compare(case, ['mmdet/PVTv2:b2'])
-    assert set(ms) == {'PVTv2:b2', 'mmdet/PVTv2:b2'} and all(t > 0 for t in ms.values())
-    row = dict(target='PVTv2:b2', shape='64x64', mode=mode, ms=ms,
+    case = Case('PVTv2:b2', (64, 64), mode, warmup=1, iters=2, threads=1)
+    times = PEERS.compare(case, ['mmdet/PVTv2:b2'])
+    assert set(times) == {'PVTv2:b2', 'mmdet/PVTv2:b2'}
+    assert all(t['ms'] > 0 and t['iqr_ms'] >= 0 and t['runs'] >= 2 for t in times.values())
+    row = dict(target='PVTv2:b2', shape='64x64', mode=mode, times=times,
                peak_mib={'PVTv2:b2': 100., 'mmdet/PVTv2:b2': 120.},
                deviation={'mmdet/PVTv2:b2': 1e-6})
-    assert '| PVTv2:b2 | 64x64 | ' + mode + ' | mmdet |' in PEERS.markdown([row])
-    assert '1.20x' in PEERS.markdown([row])
+    table = PEERS.markdown([row])
+    assert '| PVTv2:b2 | 64x64 | ' + mode + ' | mmdet |' in table
+    assert '1.20x' in table
+    runs = f"| {times['PVTv2:b2']['runs']} / {times['mmdet/PVTv2:b2']['runs']} |"
+    assert runs in table
