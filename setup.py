@@ -70,7 +70,7 @@ setup(
     python_requires='>=3.9',
     install_requires=read_requirements(),
     extras_require={'deploy': DEPLOY,
-                    'tests': ['pytest>=7', *DEPLOY]},
+                    'tests': ['pytest>=7', 'pytest-xdist>=3.5', *DEPLOY]},
     license='Apache-2.0',
     license_files=['LICENSE'],
 )

@@ -14,6 +14,9 @@ from vattn_mm.analysis.bench import (MMAP_MALLOC_ENV, RUNTIMES, Case, PeakMemory
                                      measure, memory_worker_env, time_steps)
 from vattn_mm.analysis.bench.runtimes import eager
 
+#: slow (each measurement runs in a fresh worker process)
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

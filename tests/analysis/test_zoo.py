@@ -2,7 +2,7 @@
 the mixers declare them, are one macro architecture with only the mixer
 changed, matched in cost to the reference; the config files are the same
 variants; the speed sweep stops at its caps.  The tool:
-tests/test_zoo_tool.py."""
+tests/analysis/test_zoo_tool.py."""
 import pytest
 from mmengine.config import Config
 

@@ -1,6 +1,6 @@
 """Checks of the token-mixer contract: what the suite runs for every
-registered mixer (``tests/test_mixers.py``, ``tests/test_mixer_scaling.py``,
-``tests/test_zoo.py`` parametrize them over ``MIXERS``), each reading only the
+registered mixer (``tests/layers/test_mixers.py``, ``tests/layers/test_mixer_scaling.py``,
+``tests/analysis/test_zoo.py`` parametrize them over ``MIXERS``), each reading only the
 mixer's name and its declarations (:mod:`vattn_mm.layers.builder`)."""
 from __future__ import annotations
 

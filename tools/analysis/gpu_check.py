@@ -24,7 +24,7 @@ from vattn_mm.analysis.gpu_check import (FAILED, PASSED, SKIPPED, Report, Sectio
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the CUDA tests the CPU suite skips
-CUDA_TESTS = ('tests/test_quadtree.py::test_cuda_matches_cpu',
+CUDA_TESTS = ('tests/backbones/test_quadtree.py::test_cuda_matches_cpu',
               'tests/layers/test_deformable_merging.py::test_dtm_cuda_matches_cpu')
 DET_DEMO = 'configs/demo/pvtv2_b0_maskrcnn_demo.py'
 

@@ -39,14 +39,14 @@ def inductor(target: Any, case: Case) -> Any:
 
 def onnxruntime(target: Any, case: Case) -> Any:
     """The forward exported to ONNX (dynamic height and width, export size
-    ``case.shape``: :func:`vattn_mm.checkpoint.onnx.export_onnx`) and run by
+    ``case.shape``: :func:`vattn_mm.deploy.export_onnx`) and run by
     an onnxruntime CPU session with the case's threads; fp32, CPU, inference."""
     import tempfile
 
     import torch
     from torch import nn
 
-    from vattn_mm.checkpoint.onnx import OnnxModel, export_onnx
+    from vattn_mm.deploy import OnnxModel, export_onnx
     if case.device != 'cpu' or case.dtype != 'fp32':
         raise ValueError(f'runtime onnxruntime measures fp32 on the CPU, not {case.dtype} on '
                          f'{case.device}')

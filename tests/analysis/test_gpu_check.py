@@ -1,0 +1,143 @@
+"""tools/analysis/gpu_check.py on the CPU (``--device cpu --quick``): the
+JSON and markdown report, a broken golden fixture and a NaN backbone reported
+as failed with a non-zero exit, the time budget, the Mask R-CNN loss verdict
+on the session's demo run, and clear errors."""
+import json
+import shutil
+
+import pytest
+import torch
+
+from vattn_mm.analysis import gpu_check
+
+from ..golden import GOLDEN, load_case
+from ..engine.test_training import DET_DEMO
+from ..tools import load_tool
+
+#: slow (the acceptance script runs its checks and trains the demo)
+pytestmark = pytest.mark.slow
+
+SECTIONS = ['golden_backbones', 'golden_mixers', 'autocast_backbones', 'autocast_mixers',
+            'training_steps', 'fast_paths', 'cuda_tests', 'maskrcnn_demo']
+
+
+@pytest.fixture(scope='module')
+def tool():
+    return load_tool('analysis/gpu_check.py')
+
+
+@pytest.fixture(scope='module')
+def quick_run(tool, tmp_path_factory):
+    out = tmp_path_factory.mktemp('gpu_check')
+    code = tool.main(['--device', 'cpu', '--quick', '--out', str(out)])
+    report = json.loads((out / 'gpu_check.json').read_text())
+    return code, report, (out / 'gpu_check.md').read_text()
+
+
+def checks(report: dict, section: str) -> dict:
+    (entry, ) = [s for s in report['sections'] if s['name'] == section]
+    return {c['name']: c for c in entry['checks']}
+
+
+def test_quick_cpu_run_writes_the_report(quick_run):
+    code, report, markdown = quick_run
+    assert code == 0, [c for s in report['sections'] for c in s['checks']
+                       if c['status'] == 'failed']
+    assert [s['name'] for s in report['sections']] == SECTIONS
+    assert report['device'] == 'cpu' and report['quick'] and report['counts']['failed'] == 0
+    assert all(c['status'] == 'passed' for name in SECTIONS[:5]
+               for c in checks(report, name).values())
+    # every registered mixer under float16 autocast, LiteMLA also amplified
+    mixers = checks(report, 'autocast_mixers')
+    assert set(gpu_check.MIXERS) | {f'LiteMLA x{gpu_check.LITE_MLA_STRESS:g}'} == set(mixers)
+    assert all(c['metrics']['max |mixer out|'] > 0 for c in mixers.values())
+    autocast = checks(report, 'autocast_backbones')['PVTv2:b0']['metrics']
+    assert autocast['float16 out'] <= gpu_check.OUTPUT_REL_TOL[torch.float16]
+    step = checks(report, 'training_steps')['PVTv2:b0 64x64 amp']['metrics']
+    assert step['step ms'] > 0 and 'peak MiB' not in step        # no CUDA memory on the CPU
+    assert not checks(report, 'fast_paths')                     # the hook, no data
+    assert checks(report, 'cuda_tests')
+    assert all(c['status'] == 'skipped' for s in SECTIONS[-2:] for c in checks(report, s).values())
+    assert gpu_check.FAST_PATHS_PENDING in markdown
+    assert '## Golden fixtures: backbones (float32)' in markdown
+    assert '| PVTv2:b0 | passed |' in markdown
+
+
+def test_broken_fixture_and_nan_backbone_fail_the_run(tool, tmp_path, monkeypatch):
+    golden = tmp_path / 'golden'
+    (golden / 'pvtv2').mkdir(parents=True)
+    shutil.copytree(GOLDEN / 'mixers', golden / 'mixers')
+    rec = load_case(GOLDEN / 'pvtv2' / 'micro_sr.pt')
+    rec['outputs'][2] = rec['outputs'][2] + 0.01
+    torch.save(rec, golden / 'pvtv2' / 'micro_sr.pt')
+    shutil.copy(GOLDEN / 'pvtv2' / 'micro_li.pt', golden / 'pvtv2')
+    build = gpu_check.build_backbone
+
+    def nan_backbone(*args, **kwargs):
+        model = build(*args, **kwargs)
+        model.register_forward_hook(lambda m, i, outs: [o * float('nan') for o in outs])
+        return model
+    monkeypatch.setattr(gpu_check, 'build_backbone', nan_backbone)
+    out = tmp_path / 'out'
+    code = tool.main(['--device', 'cpu', '--quick', '--out', str(out), '--golden', str(golden)])
+    report = json.loads((out / 'gpu_check.json').read_text())
+    assert code == 1
+    golden_checks = checks(report, 'golden_backbones')
+    assert golden_checks['pvtv2/micro_li']['status'] == 'passed'
+    assert golden_checks['pvtv2/micro_sr']['status'] == 'failed'
+    assert 'output err' not in golden_checks['pvtv2/micro_sr']['metrics']
+    assert 'scaled error' in golden_checks['pvtv2/micro_sr']['detail']
+    assert 'non-finite' in checks(report, 'autocast_backbones')['PVTv2:b0']['detail']
+    assert all(c['status'] == 'failed' for c in checks(report, 'training_steps').values())
+    assert all(c['status'] == 'passed' for c in checks(report, 'autocast_mixers').values())
+    assert report['counts']['failed'] == 1 + 1 + 2
+    assert '| pvtv2/micro_sr | failed |' in (out / 'gpu_check.md').read_text()
+
+
+def test_time_budget_skips_instead_of_overrunning(tmp_path):
+    report = gpu_check.run_checks(tmp_path, device='cpu', quick=True, budget_s=1e-9, golden=GOLDEN)
+    statuses = {c.status for s in report.sections for c in s.checks}
+    assert statuses == {'skipped'} and not report.failed()
+    assert 'time budget' in report.sections[0].checks[0].detail
+    assert (tmp_path / 'gpu_check.md').is_file()
+
+
+def test_demo_loss_verdict_on_the_sessions_demo_run(demo_trained):
+    losses = gpu_check.read_losses(demo_trained(DET_DEMO))
+    assert len(losses) == 2
+    assert gpu_check.demo_loss_verdict(losses)['iterations'] == 2
+    with pytest.raises(AssertionError, match='non-finite'):
+        gpu_check.demo_loss_verdict(losses + [float('nan')])
+    with pytest.raises(AssertionError, match='more than 2x apart'):
+        gpu_check.demo_loss_verdict([10 * v for v in losses])
+    with pytest.raises(AssertionError, match='did not fall'):
+        gpu_check.demo_loss_verdict(losses[:1] * 20)
+
+
+def test_bad_arguments_are_clear_errors(tool, tmp_path):
+    with pytest.raises(FileNotFoundError, match='golden fixture folder not found'):
+        gpu_check.run_checks(tmp_path, device='cpu', golden=tmp_path / 'nowhere')
+    if not torch.cuda.is_available():
+        with pytest.raises(RuntimeError, match='torch sees no GPU'):
+            gpu_check.run_checks(tmp_path, device='cuda')
+    with pytest.raises(SystemExit):
+        tool.parse_args(['--out', str(tmp_path), '--maskrcnn-iters', '-1'])
+    assert not list(tmp_path.iterdir())       # nothing written
+
+
+def test_golden_input_gradients_where_a_fixture_has_them(tmp_path):
+    """No fixture carries ``grad_weights`` yet: one made from our own run
+    checks the path, and a wrong ``grad_input`` fails it."""
+    rec = load_case(GOLDEN / 'pvtv2' / 'micro_li.pt')
+    model = gpu_check.golden_backbone(rec, tmp_path)
+    x = rec['input'].clone().requires_grad_()
+    weights = [torch.randn_like(o) for o in rec['outputs']]
+    sum((o * w).sum() for o, w in zip(model(x), weights)).backward()
+    rec.update(grad_weights=weights, grad_input=x.grad)
+    torch.save(rec, tmp_path / 'with_grad.pt')
+    metrics = gpu_check.check_golden_backbone(tmp_path / 'with_grad.pt', torch.device('cpu'))
+    assert metrics['grad err'] < 1e-6
+    rec['grad_input'] = x.grad * 1.01
+    torch.save(rec, tmp_path / 'wrong_grad.pt')
+    with pytest.raises(AssertionError, match='grad: scaled error'):
+        gpu_check.check_golden_backbone(tmp_path / 'wrong_grad.pt', torch.device('cpu'))

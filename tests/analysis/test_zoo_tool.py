@@ -1,0 +1,79 @@
+"""tools/analysis/zoo.py: the attention zoo's measuring tool end to end in
+quick mode, and its report from earlier runs (the library:
+tests/analysis/test_zoo.py)."""
+import csv
+import math
+import subprocess
+import sys
+
+import pytest
+
+from vattn_mm.analysis.bench import Row, read_csv, write_csv
+from vattn_mm.analysis.zoo import (TASKS, Accuracy, earlier_runs, read_accuracy_csv,
+                                   write_dataclass_csv)
+
+from ..tools import load_tool
+
+#: slow (the zoo tool trains and tests every quick variant end to end)
+pytestmark = pytest.mark.slow
+
+load_tool('analysis/bench_workers.py')   # zoo.py imports it as a sibling module
+TOOL = load_tool('analysis/zoo.py')
+
+
+def test_quick_mode_end_to_end(tmp_path):
+    """What the full run does, at tiny widths: speed sweep, training and
+    testing on both demo tasks, CSVs, tables and plots."""
+    out = tmp_path / 'zoo'
+    res = subprocess.run([sys.executable, str(TOOL.ROOT / 'tools/analysis/zoo.py'), '--quick',
+                          '--variants', 'sra', 'hilo', '--out-dir', str(out)],
+                         cwd=TOOL.ROOT, capture_output=True, text=True, timeout=1200)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+    with open(out / 'zoo_speed.csv') as f:
+        rows = list(csv.DictReader(f))
+    assert [(r['target'], r['shape']) for r in rows] == [
+        (v + '@quick', s) for v in ('sra', 'hilo') for s in ('64x64', '96x96')]
+    assert all(float(r['fwd_ms']) > 0 and float(r['train_ms']) > 0 for r in rows)
+    # the largest token mixer's own forward peak, measured inside the whole model's
+    # (at these tiny sizes a mixer may fit in memory already mapped: 0 MiB)
+    assert all(0 <= float(r['fwd_mixer_peak_mib']) <= float(r['fwd_peak_mib']) for r in rows)
+    with open(out / 'zoo_accuracy.csv') as f:
+        runs = list(csv.DictReader(f))
+    assert [(r['variant'], r['task']) for r in runs] == [
+        (v, t) for v in ('sra', 'hilo') for t in ('seg', 'det')]
+    assert all(not r['error'] for r in runs)
+    table = (out / 'zoo.md').read_text()
+    assert 'NOT ImageNet / COCO / ADE20K accuracy' in table and '| hilo |' in table
+    for name in ('zoo_latency', 'zoo_memory', 'zoo_accuracy'):
+        assert (out / f'{name}.png').stat().st_size > 0
+    with open(out / 'zoo_scaling.csv') as f:
+        fits = list(csv.DictReader(f))
+    assert all(math.isfinite(float(r['fwd_time'])) for r in fits)
+
+
+def test_report_from_earlier_runs(tmp_path):
+    """``--report-from``: each variant's speed rows and accuracy runs come
+    from the last directory that has them; nothing is measured."""
+    def run_dir(name, fwd_ms, variants):
+        folder = tmp_path / name
+        folder.mkdir()
+        rows = [Row(v, f'{s}x{s}', 'cpu', 'fp32', 1., s / 100, fwd_ms=fwd_ms * s / 64,
+                             fwd_peak_mib=s / 10, fwd_mixer_peak_mib=s / 100, threads=2)
+                for v in variants for s in (64, 96)]
+        write_csv(rows, folder / 'zoo_speed.csv')
+        metrics = {'mIoU': fwd_ms, 'coco/bbox_mAP': 0.5, 'coco/segm_mAP': 0.4}
+        runs = [Accuracy(v, t, 0, metrics, 1.) for v in variants for t in TASKS]
+        write_dataclass_csv(runs, folder / 'zoo_accuracy.csv', Accuracy)
+        return folder
+    first, second = run_dir('a', 10., ['sra', 'hilo']), run_dir('b', 20., ['sra'])
+    out = tmp_path / 'out'
+    assert TOOL.main(['--report-from', str(first), str(second), '--variants', 'sra', 'hilo',
+                     '--sizes', '64', '96', '--ref-size', '64', '--out-dir', str(out)]) == 0
+    rows = read_csv(out / 'zoo_speed.csv')
+    assert [(r.target, r.fwd_ms) for r in rows if r.shape == '64x64'] == [('sra', 20.),
+                                                                         ('hilo', 10.)]
+    runs = read_accuracy_csv(out / 'zoo_accuracy.csv')
+    assert {(r.variant, r.metrics['mIoU']) for r in runs} == {('sra', 20.), ('hilo', 10.)}
+    assert '| hilo | 10 | 15 |' in (out / 'zoo.md').read_text()
+    with pytest.raises(FileNotFoundError, match='neither'):
+        earlier_runs([tmp_path / 'out' / 'runs'], ['sra'])

@@ -1,0 +1,158 @@
+"""The package apart from the source tree: built as a wheel and installed
+into a bare folder, it serves the checkout's benchmark, FLOPs and export tools
+run from another folder; and the package itself leaves processes and import
+paths to the tools."""
+import csv
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+import torch
+from mmengine.config import Config
+
+from vattn_mm.analysis import spec_complexity
+from vattn_mm.checkpoint.export import build_classifier
+
+from ..golden import case_paths, load_case, official_arch, write_released
+
+#: slow (builds and installs a wheel, runs the tools from it)
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / 'vattn_mm'
+#: what only the tools may do: start or re-execute interpreters, read
+#: ``/proc``, change the import path
+TOOLS_ONLY = ('sys.path', 'PYTHONPATH', '/proc/', 'subprocess', 'os.exec', 'sys.executable')
+#: the one package module that reads ``/proc`` (the CPU peak-memory meter,
+#: called in the worker processes the benchmark tools start), and what it reads
+PROC_READER, PROC_FILES = PACKAGE / 'analysis' / 'bench' / 'memory.py', (
+    '/proc/self/status', '/proc/self/clear_refs')
+#: every process of the tools records which vattn_mm it imported
+IMPORT_LOG_HOOK = '''\
+import atexit, json, os, sys
+
+
+def _record():
+    module = sys.modules.get('vattn_mm')
+    with open(os.environ['VATTN_TEST_IMPORT_LOG'], 'a') as f:
+        f.write(json.dumps(dict(argv=sys.argv, vattn_mm=getattr(module, '__file__', None)))
+                + '\\n')
+
+
+atexit.register(_record)
+'''
+
+
+def _lines_with(paths, words) -> list[str]:
+    return [f'{path.relative_to(ROOT)}:{number}: {line.strip()}' for path in sorted(paths)
+            for number, line in enumerate(path.read_text().splitlines(), 1)
+            if any(word in line for word in words)]
+
+
+def test_package_leaves_processes_and_import_paths_to_the_tools():
+    others = set(PACKAGE.rglob('*.py')) - {PROC_READER}
+    hits = _lines_with(others, TOOLS_ONLY) + _lines_with(
+        [PROC_READER], [w for w in TOOLS_ONLY if w != '/proc/']) + [
+        line for line in _lines_with([PROC_READER], ('/proc/', ))
+        if not any(name in line for name in PROC_FILES)]
+    assert not hits, 'move these to tools/:\n' + '\n'.join(hits)
+
+
+def test_tools_import_the_installed_package():
+    """No tool puts the checkout on the import path: they run against
+    whatever vattn_mm the interpreter has installed (editable or not)."""
+    tools = [p for p in (ROOT / 'tools').rglob('*') if p.suffix in ('.py', '.sh')]
+    hits = _lines_with(tools, ('sys.path', 'PYTHONPATH'))
+    assert not hits, '\n'.join(hits)
+
+
+def _can_build_wheels() -> bool:
+    """pip and setuptools with a ``bdist_wheel`` command (setuptools' own or
+    the ``wheel`` package's), found without importing them."""
+    return all(importlib.util.find_spec(name) for name in ('pip', 'setuptools')) and bool(
+        entry_points(group='distutils.commands', name='bdist_wheel'))
+
+
+def _run(cmd: list, **kwargs) -> subprocess.CompletedProcess:
+    res = subprocess.run([str(c) for c in cmd], capture_output=True, text=True,
+                         timeout=300, **kwargs)
+    assert res.returncode == 0, f'{cmd} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}'
+    return res
+
+
+@pytest.fixture(scope='module')
+def installed(tmp_path_factory) -> Path:
+    """A folder with ``site/`` (vattn_mm installed from a wheel), ``hook/``
+    (the import log) and an empty working folder ``run/``."""
+    if not _can_build_wheels():
+        pytest.skip('pip, setuptools or wheel is not available')
+    tmp = tmp_path_factory.mktemp('install')
+    # the build reads a copy: stale build/ folders of the checkout cannot leak in
+    src = tmp / 'src'
+    shutil.copytree(PACKAGE, src / PACKAGE.name, ignore=shutil.ignore_patterns('__pycache__'))
+    for path in ROOT.iterdir():
+        if path.is_file():
+            shutil.copy2(path, src / path.name)
+    pip = [sys.executable, '-m', 'pip', '--disable-pip-version-check', '--no-input', '-q']
+    _run(pip + ['wheel', '--no-deps', '--no-build-isolation', '--no-index', '-w', tmp / 'dist',
+                src], cwd=tmp)
+    wheel, = (tmp / 'dist').glob('vattn_mm-*.whl')
+    _run(pip + ['install', '--no-deps', '--no-index', '--target', tmp / 'site', wheel], cwd=tmp)
+    (tmp / 'hook').mkdir()
+    (tmp / 'hook' / 'sitecustomize.py').write_text(IMPORT_LOG_HOOK)
+    (tmp / 'run').mkdir()
+    return tmp
+
+
+def _tool(installed: Path, script: str, *args) -> str:
+    """Run a tool of the checkout from ``run/`` with only the installed
+    package (and the import-log hook) on the path; its stdout."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(installed / 'hook'),
+                                                       str(installed / 'site')]),
+               VATTN_TEST_IMPORT_LOG=str(installed / 'imports.jsonl'), OMP_NUM_THREADS='1')
+    return _run([sys.executable, ROOT / 'tools' / script, *args], cwd=installed / 'run',
+                env=env).stdout
+
+
+def test_tools_run_on_the_installed_package(installed):
+    """A one-iteration forward benchmark, a FLOP count and an export, each
+    process importing vattn_mm from the installed wheel."""
+    out = _tool(installed, 'analysis/benchmark.py', 'PVTv2:b0', '--shapes', '64x64', '--modes',
+                'fwd', '--warmup', '0', '--iters', '1', '--threads', '1', '--no-progress',
+                '--out-dir', 'bench', '--name', 'smoke')
+    with open(installed / 'run' / 'bench' / 'smoke.csv') as f:
+        row, = csv.DictReader(f)
+    assert (row['target'], row['shape'], row['error']) == ('PVTv2:b0', '64x64', '')
+    assert float(row['fwd_ms']) > 0 and float(row['fwd_peak_mib']) >= 0
+    assert '| PVTv2:b0 | 64x64 |' in out
+
+    cx = spec_complexity('PVTv2:b0', (64, 64))
+    out = _tool(installed, 'analysis/get_flops.py', 'PVTv2:b0', '--shape', '64')
+    assert f'Params: {cx.params / 1e6:.2f} M' in out
+    assert f'FLOPs (multiply-adds): {cx.macs / 1e9:.3f} G' in out
+
+    rec = load_case(case_paths('pvtv2')[0])
+    src = write_released(rec, installed)
+    arch = official_arch(rec, drop=('out_indices', ))
+    _tool(installed, 'export_to_mmpretrain.py', src, '--family', 'pvtv2', '--arch', repr(arch),
+          '--out-dir', 'exported', '--name', 'cls')
+    cfg = Config.fromfile(installed / 'run' / 'exported' / 'cls.py')
+    model = build_classifier(cfg.model.to_dict(), 'cpu')
+    weights = torch.load(installed / 'run' / 'exported' / 'cls.pth', weights_only=True)
+    model.load_state_dict(weights['state_dict'])              # strict: the same model
+
+    records = [json.loads(line) for line in (installed / 'imports.jsonl').read_text().splitlines()]
+    scripts = sorted(Path(r['argv'][0]).name for r in records)
+    # the benchmark's time and memory workers run bench_workers.py
+    assert scripts == ['bench_workers.py', 'bench_workers.py', 'benchmark.py',
+                       'export_to_mmpretrain.py',
+                       'get_flops.py'], records
+    site = (installed / 'site').resolve()
+    for record in records:
+        assert Path(record['vattn_mm']).resolve().is_relative_to(site), record

@@ -1,0 +1,79 @@
+"""The package's architecture: subpackages import only downwards
+(utils -> ops / datasets -> layers -> backbones / heads -> checkpoint / engine /
+deploy -> analysis), so there is no import cycle between them."""
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / 'vattn_mm'
+#: a subpackage may import only subpackages of a lower rank (and itself)
+RANKS = {'utils': 0, 'ops': 1, 'datasets': 1, 'layers': 2, 'backbones': 3, 'heads': 3,
+         'checkpoint': 4, 'engine': 4, 'deploy': 4, 'analysis': 5}
+
+
+def subpackage(module: str) -> str:
+    """``'vattn_mm.layers.hilo'`` -> ``'layers'`` (``''`` for the package root)."""
+    parts = module.split('.')
+    return parts[1] if len(parts) > 1 and parts[1] in RANKS else ''
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every vattn_mm module ``path`` imports, at module level or inside a
+    function (a lazy import is still a dependency)."""
+    package = '.'.join(path.parent.relative_to(PACKAGE.parent).parts)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith('vattn_mm')}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split('.')
+                base = base[:len(base) - node.level + 1]
+                target = '.'.join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ''
+            if target.startswith('vattn_mm'):
+                found.add(target)
+    return found
+
+
+def dependency_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {name: set() for name in RANKS}
+    for path in PACKAGE.rglob('*.py'):
+        source = subpackage('.'.join(path.relative_to(PACKAGE.parent).with_suffix('').parts))
+        if not source:
+            continue
+        for target in imported_modules(path):
+            dest = subpackage(target)
+            if dest and dest != source:
+                graph[source].add(dest)
+    return graph
+
+
+def test_subpackages_import_only_downwards():
+    wrong = sorted(f'{src} imports {dst}' for src, dsts in dependency_graph().items()
+                   for dst in dsts if RANKS[dst] >= RANKS[src])
+    assert not wrong, wrong
+
+
+def test_the_walk_sees_relative_and_lazy_imports():
+    graph = dependency_graph()
+    assert 'layers' in graph['backbones'] and 'backbones' in graph['checkpoint']
+    deps = imported_modules(PACKAGE / 'backbones' / 'base.py')
+    assert {'vattn_mm.layers', 'vattn_mm.backbones.loading'} <= deps, deps
+
+
+def test_no_cycle_between_subpackages():
+    graph = dependency_graph()
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list) -> None:
+        state[node] = 1
+        for nxt in graph[node]:
+            assert state.get(nxt) != 1, f'import cycle: {" -> ".join(path + [node, nxt])}'
+            if nxt not in state:
+                visit(nxt, path + [node])
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node, [])
