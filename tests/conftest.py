@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.utils.benchmark  # noqa: F401  (imports setuptools before any test loads the stdlib's distutils, which setuptools' shim then refuses)
 from filelock import FileLock
 
 import vattn_mm  # noqa: F401  (registers the backbones)
