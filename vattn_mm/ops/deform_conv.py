@@ -26,8 +26,7 @@ importlib.import_module('torchvision')   # registers torch.ops.torchvision
 
 register_fast_path(
     'gathered_deform_conv', 'DCNv1 in eager training as gathers of pixel rows and one matrix '
-    'product, its backward scattering with index_add_ (in place of the DCN kernels\' backward)',
-    dtypes=(torch.float32, torch.float64, torch.bfloat16, torch.float16))
+    'product, its backward scattering with index_add_ (in place of the DCN kernels\' backward)')
 
 
 def dcn_v1(x: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,

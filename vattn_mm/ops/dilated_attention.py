@@ -25,15 +25,14 @@ from torch.autograd.function import once_differentiable
 from ..utils.tracing import eager_autograd, is_capturing
 from .registry import register_fast_path
 
-_DTYPES = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
 register_fast_path(
     'dilated_attention_backward', "dilated attention's own backward: the offset loop "
     "accumulates into one gradient buffer per input instead of autograd's zero-filled "
-    'full-size gradient per slice of every offset', dtypes=_DTYPES)
+    'full-size gradient per slice of every offset')
 register_fast_path(
     'dilated_bands', 'DilateFormer inference in bands of rows (with the rows each dilation '
     'reaches) and the output projection band by band: only the input, the output and one '
-    "band's buffers are alive", dtypes=_DTYPES)
+    "band's buffers are alive")
 
 
 def _overlap(size: int, shift: int) -> tuple[slice, slice]:

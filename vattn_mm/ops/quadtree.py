@@ -24,8 +24,7 @@ from .selection import selecting, top_k
 
 register_fast_path(
     'quadtree_chunks', "QuadTree's candidate gathers (custom autograd, saving only the inputs) "
-    'and coarse top-k in row chunks: transient memory O(N * K) per level, no N x M map',
-    dtypes=(torch.float32, torch.float64, torch.bfloat16, torch.float16))
+    'and coarse top-k in row chunks: transient memory O(N * K) per level, no N x M map')
 
 #: largest number of gathered elements (rows x candidates x head_dim) held
 #: at once by the chunked ops; bounds their transient memory (2 ** 20
