@@ -3,6 +3,7 @@ JSON and markdown report, a broken golden fixture and a NaN backbone reported
 as failed with a non-zero exit, the time budget, the Mask R-CNN loss verdict
 on the session's demo run, and clear errors."""
 import json
+import math
 import shutil
 
 import pytest
@@ -55,10 +56,21 @@ def test_quick_cpu_run_writes_the_report(quick_run):
     assert autocast['float16 out'] <= gpu_check.OUTPUT_REL_TOL[torch.float16]
     step = checks(report, 'training_steps')['PVTv2:b0 64x64 amp']['metrics']
     assert step['step ms'] > 0 and 'peak MiB' not in step        # no CUDA memory on the CPU
-    assert not checks(report, 'fast_paths')                     # the hook, no data
+    # every path PVTv2-b0 holds, on vs off where it acts, float32 and AMP
+    fast = checks(report, 'fast_paths')
+    held = gpu_check.fast_path_holders({'PVTv2': 'b0'})
+    assert set(fast) == {f'{name} {mode} 64x64 {precision}' for name in held
+                         for mode in gpu_check.FAST_PATHS[name].modes
+                         for precision in ('fp32', 'amp')}
+    for name, check in fast.items():
+        assert check['status'] == 'passed', check
+        metrics = check['metrics']
+        assert metrics['on ms'] > 0 and metrics['off ms'] > 0 and 'on MiB' not in metrics
+        assert metrics['verdict'] in ('on', 'off') and metrics['backbone'] == 'PVTv2:b0'
+        assert ('on vs off err' in metrics) == name.endswith('fp32')
+    assert 'Implied defaults on cpu: `depthwise_weight_grad` ' in markdown
     assert checks(report, 'cuda_tests')
     assert all(c['status'] == 'skipped' for s in SECTIONS[-2:] for c in checks(report, s).values())
-    assert gpu_check.FAST_PATHS_PENDING in markdown
     assert '## Golden fixtures: backbones (float32)' in markdown
     assert '| PVTv2:b0 | passed |' in markdown
 
@@ -90,7 +102,12 @@ def test_broken_fixture_and_nan_backbone_fail_the_run(tool, tmp_path, monkeypatc
     assert 'non-finite' in checks(report, 'autocast_backbones')['PVTv2:b0']['detail']
     assert all(c['status'] == 'failed' for c in checks(report, 'training_steps').values())
     assert all(c['status'] == 'passed' for c in checks(report, 'autocast_mixers').values())
-    assert report['counts']['failed'] == 1 + 1 + 2
+    # NaN outputs on and off: the float32 rows' agreement fails, AMP rows compare no values
+    fast = checks(report, 'fast_paths')
+    fp32 = [c for name, c in fast.items() if name.endswith('fp32')]
+    assert fp32 and all(c['status'] == 'failed' and 'on vs off' in c['detail'] for c in fp32)
+    assert all(c['status'] == 'passed' for name, c in fast.items() if name.endswith('amp'))
+    assert report['counts']['failed'] == 1 + 1 + 2 + len(fp32)
     assert '| pvtv2/micro_sr | failed |' in (out / 'gpu_check.md').read_text()
 
 
@@ -100,6 +117,33 @@ def test_time_budget_skips_instead_of_overrunning(tmp_path):
     assert statuses == {'skipped'} and not report.failed()
     assert 'time budget' in report.sections[0].checks[0].detail
     assert (tmp_path / 'gpu_check.md').is_file()
+
+
+def test_full_run_measures_every_fast_path():
+    """The full run finds a backbone holding each registered path among the
+    ones it builds, so every path gets its on / off rows on the GPU."""
+    holders = gpu_check.fast_path_holders(gpu_check.AUTOCAST_ARCHS)
+    assert set(holders) == set(gpu_check.FAST_PATHS)
+    assert holders['quadtree_chunks'] == ('QuadTree', 'b2')
+    assert holders['focal_recompute'] == ('FocalNet', 'tiny_srf')
+
+
+def test_fast_path_verdicts_and_implied_defaults():
+    verdict = gpu_check.fast_path_verdict
+    assert verdict(0.9, None) == verdict(0.95, 1.2) == 'on'                  # faster
+    assert verdict(1.04, 0.85) == 'on'                              # leaner at the same speed
+    assert verdict(1.1, 0.5) == verdict(1.0, 0.95) == verdict(0.99, None) == 'off'
+    Check = gpu_check.Check
+
+    def row(name, status='passed', verdict='on'):
+        return Check(name, status, metrics={'verdict': verdict} if status == 'passed' else {})
+    defaults = gpu_check.implied_defaults([
+        row('a train 512x512 fp32'), row('a train 512x512 amp'),
+        row('b train 512x512 fp32'), row('b train 512x512 amp', verdict='off'),
+        row('c inference 512x512 fp32'), row('c inference 512x512 amp', status='failed'),
+        row('d train 512x512 fp32', status='skipped'), row('e train 512x512 fp32'),
+        row('e train 800x1344 fp32', status='skipped')])
+    assert defaults == {'a': 'on', 'b': 'off', 'c': 'off', 'd': 'no data', 'e': 'on'}
 
 
 def test_demo_loss_verdict_on_the_sessions_demo_run(demo_trained):
@@ -141,3 +185,11 @@ def test_golden_input_gradients_where_a_fixture_has_them(tmp_path):
     torch.save(rec, tmp_path / 'wrong_grad.pt')
     with pytest.raises(AssertionError, match='grad: scaled error'):
         gpu_check.check_golden_backbone(tmp_path / 'wrong_grad.pt', torch.device('cpu'))
+
+
+def test_scaled_error_does_not_hide_nan():
+    ref = [torch.ones(3), torch.zeros(2)]
+    nan = torch.tensor([1., float('nan'), 1.])
+    assert math.isnan(gpu_check.max_scaled_error([nan, torch.zeros(2)], ref))
+    assert math.isnan(gpu_check.max_scaled_error([torch.ones(3), torch.full((2, ), math.nan)], ref))
+    assert gpu_check.max_scaled_error([torch.ones(3) * 1.5, torch.zeros(2)], ref) == 0.5

@@ -10,19 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from vattn_mm.datasets import make_demo_dataset
-
 #: slow (demo training and evaluation through tools/train.py and tools/test.py)
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 DET_DEMO = 'configs/demo/pvtv2_b0_maskrcnn_demo.py'
 SEG_DEMO = 'configs/demo/pvtv2_b0_upernet_demo.py'
-
-
-@pytest.fixture(scope='module')
-def demo_root(tmp_path_factory):
-    return make_demo_dataset(tmp_path_factory.mktemp('demo'), num_train=8, num_val=4, size=128)
 
 
 def data_options(root: Path, config: str) -> list:
@@ -73,16 +66,16 @@ def train(config, work_dir, root, iters):
 
 @pytest.mark.parametrize('config,metric,images', [
     (DET_DEMO, 'coco/bbox_mAP', '*.jpg'), (SEG_DEMO, 'mIoU', '*.png')])
-def test_demo_train_evaluate_and_visualise(demo_root, tmp_path, config, metric, images):
-    """What `make demo` runs for each demo: train, then tools/test.py with
-    --show-dir (the seg demo's config has no visualization hook of its own)."""
-    work = tmp_path / 'run'
-    train(config, work, demo_root, 2)
-    ckpt = (work / 'last_checkpoint').read_text().strip()
+def test_demo_train_evaluate_and_visualise(demo_trained, demo_data, tmp_path, config, metric,
+                                           images):
+    """What `make demo` runs for each demo: train (the session's shared run,
+    ``demo_trained``), then tools/test.py with --show-dir (the seg demo's
+    config has no visualization hook of its own)."""
+    ckpt = (demo_trained(config) / 'last_checkpoint').read_text().strip()
     assert ckpt.endswith('iter_2.pth')
-    vis = tmp_path / 'vis'
+    work, vis = tmp_path / 'run', tmp_path / 'vis'
     run_tool([sys.executable, 'tools/test.py', config, ckpt, '--work-dir', str(work),
-              '--show-dir', str(vis), '--cfg-options', *data_options(demo_root, config),
+              '--show-dir', str(vis), '--cfg-options', *data_options(demo_data, config),
               'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False'])
     metrics = json.loads((work / 'test_metrics.json').read_text())
     assert isinstance(metrics[metric], float)
@@ -91,11 +84,11 @@ def test_demo_train_evaluate_and_visualise(demo_root, tmp_path, config, metric, 
     assert f'| run | {metric} | {metrics[metric]:.3f} |' in table
 
 
-def test_users_quadtree_maskrcnn_command_on_demo_data(demo_root, tmp_path):
+def test_users_quadtree_maskrcnn_command_on_demo_data(demo_data, tmp_path):
     """`tools/train.py configs/quadtree_b_maskrcnn_coco.py` exactly as a user
     runs it, pointed at the demo data with --cfg-options (small images, no
     pretrained file); the official dense top-K 32 is clamped on these maps."""
-    coco = f'{demo_root}/coco/'
+    coco = f'{demo_data}/coco/'
     classes = "('circle','triangle','square','star')"
     proc = run_tool([
         sys.executable, 'tools/train.py', 'configs/quadtree_b_maskrcnn_coco.py',

@@ -189,7 +189,8 @@ def test_bad_setting_is_named():
 
 def _docs_row(row: dict) -> str:
     return (f"| `{row['name']}` | {row['reason']} | {', '.join(row['devices'])} | "
-            f"{', '.join(row['default_devices'])} | {', '.join(row['dtypes'])} |")
+            f"{', '.join(row['default_devices'])} | {', '.join(row['dtypes'])} | "
+            f"{', '.join(row['modes'])} |")
 
 
 def test_docs_table_lists_every_registered_path():

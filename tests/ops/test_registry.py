@@ -70,5 +70,9 @@ def test_configure_reaches_every_module_and_survives_copies(sample_path):
 def test_registration_is_checked(sample_path):
     with pytest.raises(ValueError, match='default devices'):
         registry.FastPath('x', 'r', devices=('cpu',), default_devices=('cuda',))
+    with pytest.raises(ValueError, match=r"modes must be among \('train', 'inference'\)"):
+        registry.FastPath('x', 'r', modes=('training',))
+    with pytest.raises(ValueError, match='modes must be among'):
+        registry.FastPath('x', 'r', modes=())
     with pytest.raises(KeyError, match='already registered'):
         ops.register_fast_path(sample_path, 'again')

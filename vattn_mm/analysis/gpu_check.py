@@ -25,6 +25,7 @@ from ..backbones import backbone_class, build_backbone, registered_backbones
 from ..layers import (MIXERS, PEG, AgentAttention, EfficientMultiHeadAttention, ExternalAttention,
                       ExternalAttentionUnit, LiteMLA, MultiScalePoolingAttention,
                       ShiftedWindowAttention, map_to_tokens, tokens_to_map)
+from ..ops import FAST_PATHS, Switch, configure
 from ..utils import atomic_write
 from .targets import mixer_stage
 
@@ -49,8 +50,9 @@ FINITE_ONLY = {'EfficientViT'}
 TRAINING_ARCHS = {'PVTv2': 'b2', 'P2T': 'small', 'QuadTree': 'b2', 'LITv2': 's',
                   'DilateFormer': 'small', 'FocalNet': 'tiny_srf'}
 TRAINING_SIZES = ((512, 512), (800, 1344))
-#: what the fast-path section says until the fast-path registry exists
-FAST_PATHS_PENDING = 'fast paths: registry not built yet'
+#: a fast path is worth its default where, on vs off, it takes at most FASTER of the
+#: time, or keeps at least MEMORY_SAVED less peak memory at most SLOWER_OK of the time
+FASTER, MEMORY_SAVED, SLOWER_OK = 0.95, 0.10, 1.05
 #: fixture ``arch`` entries that are no constructor arguments, or not arch keys
 _ARCH_EXTRAS = frozenset({'norm_eps', 'num_classes', 'dense_class', 'cls_class', 'meaning',
                           'dense_path', 'cls_focal_windows'})
@@ -195,7 +197,8 @@ def load_fixture(path: Path) -> dict:
 
 
 def max_scaled_error(outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor]) -> float:
-    """Largest max |out - ref| / max(1, max |ref|) over the outputs; shapes must agree."""
+    """Largest max |out - ref| / max(1, max |ref|) over the outputs (NaN where
+    any difference is NaN); shapes must agree."""
     if len(outs) != len(refs):
         raise AssertionError(f'{len(outs)} outputs, expected {len(refs)}')
     worst = 0.
@@ -203,7 +206,10 @@ def max_scaled_error(outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor])
         out = out.detach().float().cpu()
         if out.shape != ref.shape:
             raise AssertionError(f'output {i}: shape {tuple(out.shape)} != {tuple(ref.shape)}')
-        worst = max(worst, (out - ref).abs().max().item() / max(1., ref.abs().max().item()))
+        err = (out - ref).abs().max().item() / max(1., ref.abs().max().item())
+        if math.isnan(err):
+            return err
+        worst = max(worst, err)
     return worst
 
 
@@ -435,6 +441,110 @@ def time_training_step(model: nn.Module, x: torch.Tensor, amp: bool, steps: int 
     return metrics
 
 
+# ------------------------------------------------------------------ fast paths on vs off
+def fast_path_holders(archs: dict) -> dict:
+    """``{path name: (family, arch)}``: for every registered fast path the
+    first of ``archs`` whose backbone has a layer switching it (built on the
+    meta device: no weights are made)."""
+    holders = {}
+    for family, arch in archs.items():
+        with torch.device('meta'):
+            model = build_backbone(family, arch)
+        names = {v.name for m in model.modules() for v in vars(m).values()
+                 if isinstance(v, Switch)}
+        for name in sorted(names - set(holders)):
+            holders[name] = (family, arch)
+    return holders
+
+
+def _measure(model: nn.Module, x: torch.Tensor, mode: str, amp: bool, steps: int,
+             warmup: int) -> tuple[float, Optional[float], torch.Tensor]:
+    """Mean seconds of ``steps`` forward (+ backward in ``'train'``) passes
+    after ``warmup``, the peak memory of those steps on CUDA (MiB) and the
+    first output of the last pass."""
+    device = x.device
+    dtype = torch.float16 if device.type == 'cuda' else torch.bfloat16
+    model.train(mode == 'train')
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        with torch.set_grad_enabled(mode == 'train'), \
+                torch.autocast(device.type, dtype=dtype, enabled=amp):
+            outs = model(x)
+        if mode == 'train':
+            _loss(outs).backward()
+        return outs[0].detach()
+
+    for _ in range(warmup):
+        step()
+    synchronize(device)
+    if device.type == 'cuda':
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        out = step()
+    synchronize(device)
+    seconds = (time.perf_counter() - start) / steps
+    peak = (torch.cuda.max_memory_allocated(device) / 2**20 if device.type == 'cuda' else None)
+    return seconds, peak, out
+
+
+def fast_path_verdict(time_ratio: float, memory_ratio: Optional[float]) -> str:
+    """``'on'`` where the path wins (:data:`FASTER`, or :data:`MEMORY_SAVED`
+    at :data:`SLOWER_OK`), else ``'off'``; ratios are on / off."""
+    if time_ratio <= FASTER:
+        return 'on'
+    if memory_ratio is not None and memory_ratio <= 1 - MEMORY_SAVED and time_ratio <= SLOWER_OK:
+        return 'on'
+    return 'off'
+
+
+def compare_fast_path(model: nn.Module, name: str, x: torch.Tensor, mode: str, amp: bool,
+                      steps: int = 3, warmup: int = 1, rounds: int = 2) -> dict:
+    """Path ``name`` on vs off in ``model`` (every other path at its
+    default), alternating ``rounds`` times, the faster round of each kept:
+    time, peak memory (CUDA), the float32 outputs' agreement and the verdict."""
+    results = {True: [], False: []}
+    for _ in range(rounds):
+        for on in (True, False):
+            configure(model, {name: on})
+            results[on].append(_measure(model, x, mode, amp, steps, warmup))
+    configure(model, None)
+    (t_on, m_on, out_on), (t_off, m_off, out_off) = (min(results[k], key=lambda r: r[0])
+                                                     for k in (True, False))
+    metrics = {'on ms': round(t_on * 1e3, 2), 'off ms': round(t_off * 1e3, 2),
+               'time on/off': round(t_on / t_off, 3)}
+    memory_ratio = None
+    if m_on is not None:
+        memory_ratio = m_on / m_off
+        metrics.update({'on MiB': round(m_on), 'off MiB': round(m_off),
+                        'memory on/off': round(memory_ratio, 3)})
+    if not amp:
+        err = max_scaled_error([out_on], [out_off.float().cpu()])
+        metrics.update(_within(err, GOLDEN_TOL, 'on vs off'))
+    metrics['verdict'] = fast_path_verdict(t_on / t_off, memory_ratio)
+    return metrics
+
+
+def implied_defaults(checks: Iterable[Check]) -> dict:
+    """``{path: 'on' | 'off' | 'no data'}`` from the fast-path section's
+    checks (named ``'<path> <mode> <size> <precision>'``): ``'on'`` only where
+    every measured row of the path says so and none failed."""
+    rows: dict = {}
+    for check in checks:
+        rows.setdefault(check.name.split(' ')[0], []).append(check)
+    out = {}
+    for name, group in rows.items():
+        measured = [c for c in group if c.status != SKIPPED]
+        if not measured:
+            out[name] = 'no data'
+        elif all(c.status == PASSED and c.metrics.get('verdict') == 'on' for c in measured):
+            out[name] = 'on'
+        else:
+            out[name] = 'off'
+    return out
+
+
 # ------------------------------------------------------------------ Mask R-CNN demo losses
 #: total loss of the demo Mask R-CNN's first iterations on the CPU (the suite's demo
 #: data: 8 training images of 128 x 128, batch 2, seed 0): 4.17 and 3.98 in iterations 1, 2
@@ -581,7 +691,44 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
                 report.run(section, f"{family}:{arch} {hw[0]}x{hw[1]} {'amp' if amp else 'fp32'}",
                            train_step)
 
-    report.section('fast_paths', 'Fast paths on vs off', f'{FAST_PATHS_PENDING}: no data.')
+    section = report.section(
+        'fast_paths', 'Fast paths on vs off',
+        f'each registered fast path switched on and off in the first backbone holding it (the '
+        f'others at their defaults), {batch} image(s), where it acts (train: forward + backward; '
+        f'inference: no autograd), float32 and AMP ({"bfloat16" if dev.type == "cpu" else "float16"} '
+        f'autocast), {1 if quick else 3} step(s) after 1 warm-up, the faster of 2 alternating '
+        f'rounds; float32 outputs on vs off within {GOLDEN_TOL}. Verdict `on`: at most {FASTER:g}x '
+        f'the time, or {MEMORY_SAVED:.0%} less peak memory (torch.cuda.max_memory_allocated) at '
+        f'most {SLOWER_OK:g}x the time; `off` otherwise: a path is on by default on CUDA only where '
+        f'every one of its rows says `on`.')
+    holders = fast_path_holders({'PVTv2': 'b0'} if quick else AUTOCAST_ARCHS)
+    for name in sorted(FAST_PATHS) if not quick else sorted(holders):
+        path = FAST_PATHS[name]
+        for mode in path.modes:
+            for hw in sizes:
+                for amp in (False, True):
+                    def fast_path(name=name, path=path, mode=mode, hw=hw, amp=amp):
+                        if dev.type not in path.devices:
+                            raise Skip(f'{name} runs on {list(path.devices)} only')
+                        if name not in holders:
+                            raise Skip(f'no backbone of {sorted(AUTOCAST_ARCHS)} holds {name}')
+                        torch.manual_seed(0)
+                        family, arch = holders[name]
+                        model = _on(dev, lambda: build_backbone(family, arch, drop_path_rate=0.))
+                        x = torch.randn(batch, 3, *hw, device=dev)
+                        try:
+                            return dict(compare_fast_path(model, name, x, mode, amp,
+                                                          steps=1 if quick else 3),
+                                        backbone=f'{family}:{arch}')
+                        finally:
+                            del model
+                            if dev.type == 'cuda':
+                                torch.cuda.empty_cache()
+                    report.run(section, f"{name} {mode} {hw[0]}x{hw[1]} "
+                                        f"{'amp' if amp else 'fp32'}", fast_path)
+    defaults = implied_defaults(section.checks)
+    section.note += (f' Implied defaults on {dev.type}: '
+                     + ', '.join(f'`{k}` {v}' for k, v in sorted(defaults.items())) + '.')
 
     for name, title, fn in extra_sections:
         section = report.section(name, title)

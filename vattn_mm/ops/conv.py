@@ -38,7 +38,7 @@ from .registry import register_fast_path
 register_fast_path('token_map_conv', 'convolutions over token maps with channels-last '
                    'operands: no NCHW copy of the map in and out')
 register_fast_path('depthwise_weight_grad', 'depthwise weight gradient (kernels >= 5) '
-                   "computed as a convolution, faster than oneDNN's own")
+                   "computed as a convolution, faster than oneDNN's own", modes=('train', ))
 
 _ATEN = torch.ops.aten
 

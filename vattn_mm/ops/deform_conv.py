@@ -26,7 +26,8 @@ importlib.import_module('torchvision')   # registers torch.ops.torchvision
 
 register_fast_path(
     'gathered_deform_conv', 'DCNv1 in eager training as gathers of pixel rows and one matrix '
-    'product, its backward scattering with index_add_ (in place of the DCN kernels\' backward)')
+    'product, its backward scattering with index_add_ (in place of the DCN kernels\' backward)',
+    modes=('train', ))
 
 
 def dcn_v1(x: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,

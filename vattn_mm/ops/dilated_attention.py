@@ -28,11 +28,11 @@ from .registry import register_fast_path
 register_fast_path(
     'dilated_attention_backward', "dilated attention's own backward: the offset loop "
     "accumulates into one gradient buffer per input instead of autograd's zero-filled "
-    'full-size gradient per slice of every offset')
+    'full-size gradient per slice of every offset', modes=('train', ))
 register_fast_path(
     'dilated_bands', 'DilateFormer inference in bands of rows (with the rows each dilation '
     'reaches) and the output projection band by band: only the input, the output and one '
-    "band's buffers are alive")
+    "band's buffers are alive", modes=('inference', ))
 
 
 def _overlap(size: int, shift: int) -> tuple[slice, slice]:

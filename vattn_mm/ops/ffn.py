@@ -33,9 +33,11 @@ from .recompute import act_grad, can_recompute, recomputes_act
 from .registry import Switch, register_fast_path
 
 register_fast_path('ffn_hidden_groups', 'ConvFFN training over groups of hidden channels: '
-                   'no hidden map above HIDDEN_GROUP_BYTES, activations recomputed')
+                   'no hidden map above HIDDEN_GROUP_BYTES, activations recomputed',
+                   modes=('train', ))
 register_fast_path('mlp_inference_chunks', 'MLP inference over chunks of tokens: the hidden '
-                   'activation never exists for the whole map')
+                   'activation never exists for the whole map',
+                   modes=('inference', ))
 
 #: bytes of the largest hidden-width map one channel group makes
 HIDDEN_GROUP_BYTES = 8 << 20

@@ -19,7 +19,8 @@ from .recompute import act_grad, can_recompute
 from .registry import register_fast_path
 
 register_fast_path('focal_recompute', "focal modulation keeps its levels' convolution "
-                   'outputs only and recomputes their activations in the backward')
+                   'outputs only and recomputes their activations in the backward',
+                   modes=('train', ))
 
 
 class FocalContext(torch.autograd.Function):

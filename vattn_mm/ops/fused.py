@@ -32,7 +32,8 @@ from .registry import Switch, register_fast_path
 
 register_fast_path(
     'fused_act', 'linear / convolution + activation as one oneDNN call in CPU inference',
-    devices=('cpu', ), default_devices=('cpu', ), dtypes=(torch.float32, ))
+    devices=('cpu', ), default_devices=('cpu', ), dtypes=(torch.float32, ),
+    modes=('inference', ))
 
 _OPS = torch.ops.mkldnn
 #: whether this PyTorch build has the fused oneDNN kernels

@@ -40,9 +40,10 @@ from .gates import global_forward_hooks, has_hooks
 from .registry import Switch, register_fast_path
 
 register_fast_path('recompute_act', "FFNs keep the activation's input only and recompute "
-                   'the activation in the backward: one hidden-width map less saved')
+                   'the activation in the backward: one hidden-width map less saved',
+                   modes=('train', ))
 register_fast_path('recompute_norm', 'pre-norm outputs are recomputed from the norm input '
-                   'in the backward instead of being saved')
+                   'in the backward instead of being saved', modes=('train', ))
 
 _ATEN = torch.ops.aten
 

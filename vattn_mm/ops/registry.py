@@ -40,6 +40,8 @@ from torch import nn
 ENV_VAR = 'VATTN_FAST_PATHS'
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+#: what a path can change: a training step (forward + backward) and / or inference
+MODES = ('train', 'inference')
 
 Setting = Union[None, str, Mapping[str, Union[bool, str, Iterable[str]]]]
 
@@ -56,6 +58,8 @@ class FastPath:
             ``devices``, backed by a recorded measurement).
         dtypes: input dtypes it takes.
         evidence: where the measurement behind the defaults is recorded.
+        modes: where it acts: ``'train'`` (a step with autograd) and / or
+            ``'inference'`` (no autograd); the GPU check times it there.
     """
 
     name: str
@@ -64,8 +68,12 @@ class FastPath:
     default_devices: tuple[str, ...] = ('cpu',)
     dtypes: tuple[torch.dtype, ...] = _FLOATS
     evidence: str = 'docs/benchmarks.md'
+    modes: tuple[str, ...] = MODES
 
     def __post_init__(self):
+        if not self.modes or set(self.modes) - set(MODES):
+            raise ValueError(f'fast path {self.name!r}: modes must be among {MODES}, '
+                             f'got {self.modes!r}')
         extra = set(self.default_devices) - set(self.devices)
         if extra:
             raise ValueError(f'fast path {self.name!r}: default devices {sorted(extra)} '
@@ -79,12 +87,13 @@ FAST_PATHS: dict[str, FastPath] = {}
 def register_fast_path(name: str, reason: str, *, devices: Iterable[str] = ('cpu', 'cuda'),
                        default_devices: Iterable[str] = ('cpu',),
                        dtypes: Iterable[torch.dtype] = _FLOATS,
-                       evidence: str = 'docs/benchmarks.md') -> FastPath:
+                       evidence: str = 'docs/benchmarks.md',
+                       modes: Iterable[str] = MODES) -> FastPath:
     """Register a fast path (once per name) and return it."""
     if name in FAST_PATHS:
         raise KeyError(f'fast path {name!r} is already registered')
     path = FastPath(name, reason, tuple(devices), tuple(default_devices), tuple(dtypes),
-                    evidence)
+                    evidence, tuple(modes))
     FAST_PATHS[name] = path
     return path
 
@@ -203,7 +212,7 @@ def describe(model: Optional[nn.Module] = None) -> list[dict]:
         row = dict(name=path.name, reason=path.reason, devices=list(path.devices),
                    default_devices=list(path.default_devices),
                    dtypes=[str(d).replace('torch.', '') for d in path.dtypes],
-                   evidence=path.evidence)
+                   evidence=path.evidence, modes=list(path.modes))
         if model is not None:
             on = {d for m in model.modules() for v in vars(m).values()
                   if isinstance(v, Switch) and v.name == path.name for d in v.devices}
