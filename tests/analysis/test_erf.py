@@ -75,6 +75,7 @@ def test_linear_conv_stack_has_its_theoretical_field(stage, depth):
     np.testing.assert_allclose(erf.contribution / erf.contribution.max(),
                                expected / expected.max(), rtol=1e-6, atol=0)
     assert erf.num_images == 2 and erf.stage == stage
+    assert erf.centroid == pytest.approx((8, 8))
 
 
 def test_area_ratio_by_hand():
@@ -94,6 +95,27 @@ def test_area_ratio_by_hand():
         area_ratios(expected, (1.0, ))
 
 
+def test_relu_keeps_positive_contributions_only():
+    """RepLKNet's two ReLUs: of the central output (a negative one contributes
+    nothing) and of the input gradient (``abs`` keeps its magnitude)."""
+    stack = ConvStack(1)
+    with torch.no_grad():
+        stack.stages[0][0].weight[:, :, 1, 1] = -1   # a flat image still gives 8 - 1 > 0
+    flat = [np.full((9, 9, 3), 100, np.uint8)]
+    model = ErfModel('stack', stack, IDENTITY, 'ones')
+    relu, magnitude = (compute_erf(model, 0, flat, gradient=g).contribution
+                       for g in ('relu', 'abs'))
+    ring = np.zeros((9, 9), bool)
+    ring[3:6, 3:6] = True
+    ring[4, 4] = False
+    assert relu[4, 4] == 0 and magnitude[4, 4] == magnitude[3, 3] > 0
+    np.testing.assert_array_equal(relu[ring], magnitude[ring])
+    with torch.no_grad():
+        stack.stages[0][0].weight.fill_(-1)
+    with pytest.raises(ValueError, match='zero contribution everywhere'):
+        compute_erf(model, 0, flat)
+
+
 def test_display_map_is_log_scaled_to_one():
     np.testing.assert_allclose(display_map(np.array([[0., 9.], [99., 999.]])),
                                [[0., 1 / 3], [2 / 3, 1.]])
@@ -110,6 +132,8 @@ def test_local_token_pyramid_stage_is_zero_outside_its_field(depth):
     support[low:high + 1, low:high + 1] = True
     assert (erf.contribution[~support] == 0).all()
     assert (erf.contribution[support] > 0).all()
+    # token i of the stride-4 embedding (7x7, padding 3) is centred on pixel 4 i
+    assert erf.centroid == pytest.approx((32, 32), abs=1.5)
 
 
 def test_global_attention_reaches_every_pixel_and_ratios_grow():

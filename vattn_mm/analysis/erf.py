@@ -13,6 +13,7 @@ more than ``t`` of that map's total, as a fraction of the input area.
 """
 from __future__ import annotations
 
+import io
 import json
 import math
 import os.path as osp
@@ -111,6 +112,16 @@ class Erf:
 
     def area_ratios(self, thresholds: Sequence[float] = THRESHOLDS) -> list[AreaRatio]:
         return area_ratios(self.display, thresholds)
+
+    @property
+    def centroid(self) -> tuple[float, float]:
+        """(row, column) of the contribution's centre of mass: where the
+        field is centred, which the area ratio assumes to be ``(H // 2, W // 2)``
+        (with overlapping, padded embeddings output ``i`` of a stride-``s``
+        stage is centred on pixel ``s * i``)."""
+        rows, cols = self.contribution.sum(1), self.contribution.sum(0)
+        return (float(rows @ np.arange(rows.size) / rows.sum()),
+                float(cols @ np.arange(cols.size) / cols.sum()))
 
 
 # ------------------------------------------------------------------ models
@@ -319,6 +330,7 @@ def plot_erfs(erfs: Sequence[Erf], path: Path, title: str = '',
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    from PIL import Image
 
     columns = columns or min(len(erfs), 5)
     rows = math.ceil(len(erfs) / columns)
@@ -340,8 +352,11 @@ def plot_erfs(erfs: Sequence[Erf], path: Path, title: str = '',
     fig.tight_layout()
     fig.colorbar(image, ax=axes, shrink=0.6, boundaries=np.linspace(0, 1, 101),
                  ticks=np.linspace(0, 1, 5), label='log10(contribution + 1), scaled to max 1')
-    fig.savefig(path, dpi=90)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format='png', dpi=90)
     plt.close(fig)
+    # a palette of 256 colours halves the file of these noisy maps
+    Image.open(buffer).convert('RGB').quantize(256).save(path, optimize=True)
 
 
 def write_results(erfs: Sequence[Erf], out: Path, stem: str, settings: Mapping) -> list[Path]:
@@ -355,6 +370,7 @@ def write_results(erfs: Sequence[Erf], out: Path, stem: str, settings: Mapping) 
                                      for erf in erfs})
     report = dict(settings, models=[
         dict(name=erf.name, stage=erf.stage, num_images=erf.num_images, gradient=erf.gradient,
+             centroid=[round(c, 2) for c in erf.centroid],
              area_ratios=[dict(threshold=r.threshold, side=r.side, ratio=r.ratio)
                           for r in erf.area_ratios()])
         for erf in erfs])
