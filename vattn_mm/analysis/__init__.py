@@ -3,7 +3,8 @@
 models measured (:mod:`.targets`) and the published numbers they are checked
 against (:mod:`.reference`).  Speed and memory: :mod:`.bench` (the
 benchmark library) and :mod:`.zoo` (the attention zoo), whose worker
-processes the tools in ``tools/analysis/`` start."""
+processes the tools in ``tools/analysis/`` start.  Effective receptive
+fields: :mod:`.erf`."""
 from .compile import CompileReport, GraphBreak, compile_report
 from .complexity import (COUNT_STANDINS, Complexity, count_complexity, count_params,
                          declared_macs)

@@ -1,4 +1,4 @@
 """Embedded demo data (written on demand, no downloads)."""
-from .demo import CLASSES, PALETTE, SEG_CLASSES, SEG_PALETTE, make_demo_dataset
+from .demo import CLASSES, PALETTE, SEG_CLASSES, SEG_PALETTE, demo_image, make_demo_dataset
 
-__all__ = ['CLASSES', 'PALETTE', 'SEG_CLASSES', 'SEG_PALETTE', 'make_demo_dataset']
+__all__ = ['CLASSES', 'PALETTE', 'SEG_CLASSES', 'SEG_PALETTE', 'demo_image', 'make_demo_dataset']

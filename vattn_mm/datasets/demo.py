@@ -74,6 +74,12 @@ def _scene(rng: np.random.Generator, size: int, max_objects: int):
     return np.clip(img, 0, 255).astype(np.uint8), label, objects
 
 
+def demo_image(rng: np.random.Generator, size: int, max_objects: int = 4) -> np.ndarray:
+    """One ``size x size x 3`` uint8 scene of the demo set (textured background,
+    1 to ``max_objects`` shapes), drawn from ``rng``."""
+    return _scene(rng, size, max_objects)[0]
+
+
 def _coco_annotation(obj: dict, ann_id: int, image_id: int) -> dict:
     contours, _ = cv2.findContours(obj['mask'].astype(np.uint8), cv2.RETR_EXTERNAL,
                                    cv2.CHAIN_APPROX_SIMPLE)
