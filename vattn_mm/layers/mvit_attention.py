@@ -103,6 +103,8 @@ class MultiScalePoolingAttention(nn.Module):
     inner_width = 'attn_dims'
     zoo_variants = {'mvit': ZooVariant.per_stage(stride_kv=(8, 4, 2, 1),
                                                  attn_dims=(32, 64, 320, 896))}
+    #: the position terms this mixer holds, run by the position suite
+    position_variants = {'mvitv2_decomposed_rel_pos': {}}
 
     @staticmethod
     def stage_defaults(stage: int) -> dict:
