@@ -55,7 +55,8 @@ CASES = {c.name: c for c in position_cases() + tokeniser_cases()}
 def covering_pyramids() -> dict[str, dict]:
     """TokenPyramid options that together hold every position module, mixer
     position variant and tokeniser (one of each kind per stage, round
-    robin): what the ONNX and compile checks export / trace.  A tokeniser
+    robin; a stage left over has no position module and an FFN-only
+    block): what the ONNX and compile checks export / trace.  A tokeniser
     that is also a patch embedding is there in that role (stages 1-3), the
     stem-only ones as stems."""
     positions = sorted(POSITIONS)
@@ -69,8 +70,8 @@ def covering_pyramids() -> dict[str, dict]:
     for i in range(count):
         stages = range(4 * i, 4 * i + 4)
         options = dict(
-            position=[dict(type=positions[j % len(positions)]) for j in stages],
-            mixer=[variants[j % len(variants)] for j in stages],
+            position=[dict(type=positions[j]) if j < len(positions) else None for j in stages],
+            mixer=[variants[j] if j < len(variants) else None for j in stages],
             stem=dict(type=stems[i % len(stems)]),
             patch_embed=[dict(type=embeds[(3 * i + j) % len(embeds)]) for j in range(4)])
         pyramids[f'{i}-{options["stem"]["type"]}'] = options
