@@ -142,26 +142,29 @@ def register_mixer(cls: type) -> type:
         if not isinstance(entry, ZooVariant):
             raise TypeError(f'mixer {name}: zoo_variants[{variant!r}] must be a ZooVariant, '
                             f'got {entry!r}')
+    return _listed(cls, MIXERS)
+
+
+def _listed(cls: type, listing: dict) -> type:
+    """``cls`` registered in ``MODELS`` and listed in ``listing`` by name."""
     MODELS.register_module(module=cls)
-    MIXERS[name] = cls
+    listing[cls.__name__] = cls
     return cls
+
+
+def _declared(cls: type, kind: str, attr: str, default: str, choices: tuple) -> None:
+    """Raise a ``ValueError`` naming ``cls`` unless its ``attr`` is one of ``choices``."""
+    value = getattr(cls, attr, default)
+    if value not in choices:
+        raise ValueError(f'{kind} {cls.__name__}: {attr}={value!r}, expected one of {choices}')
 
 
 def register_position(cls: type) -> type:
     """Class decorator: register a position module in ``MODELS`` and list it
     in :data:`POSITIONS` (``default_where`` and ``combine`` are checked)."""
-    name = cls.__name__
-    where = getattr(cls, 'default_where', 'block')
-    if where not in POSITION_PLACES:
-        raise ValueError(f'position module {name}: default_where={where!r}, expected one of '
-                         f'{POSITION_PLACES}')
-    combine = getattr(cls, 'combine', 'add')
-    if combine not in POSITION_COMBINES:
-        raise ValueError(f'position module {name}: combine={combine!r}, expected one of '
-                         f'{POSITION_COMBINES}')
-    MODELS.register_module(module=cls)
-    POSITIONS[name] = cls
-    return cls
+    _declared(cls, 'position module', 'default_where', 'block', POSITION_PLACES)
+    _declared(cls, 'position module', 'combine', 'add', POSITION_COMBINES)
+    return _listed(cls, POSITIONS)
 
 
 def register_tokeniser(cls: type) -> type:
@@ -172,9 +175,7 @@ def register_tokeniser(cls: type) -> type:
     if not roles or not set(roles) <= set(TOKENISER_ROLES):
         raise ValueError(f'tokeniser {name}: tokeniser_roles={roles!r}, expected a non-empty '
                          f'subset of {TOKENISER_ROLES}')
-    MODELS.register_module(module=cls)
-    TOKENISERS[name] = cls
-    return cls
+    return _listed(cls, TOKENISERS)
 
 
 def registered_class(cfg: Cfg, role: str) -> type:
