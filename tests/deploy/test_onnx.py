@@ -22,6 +22,7 @@ from vattn_mm.ops.selection import pin_selections, record_selections, selecting
 from vattn_mm.utils import export_paths, is_exporting
 
 from ..backbone_cases import CASES, build_micro
+from ..layers.position_contract import build_covering, covering_pyramids
 from ..tools import load_tool as load_script
 
 pytest.importorskip('onnxruntime')
@@ -73,11 +74,13 @@ def test_mixer_exports_and_matches(mixer, args, tmp_path):
     assert_exports(mixer_pyramid(mixer, **args), tmp_path / f'{mixer}.onnx')
 
 
-def test_position_modules_export(tmp_path):
-    model = TokenPyramid(TINY, mixer=dict(type='SpatialReductionAttention'),
-                         position=dict(type='PEG'), drop_path_rate=0.)
-    model.init_weights()
-    assert_exports(model, tmp_path / 'peg.onnx')
+#: pyramids that together hold every position module, mixer position variant and tokeniser
+POSITION_PYRAMIDS = covering_pyramids()
+
+
+@pytest.mark.parametrize('options', list(POSITION_PYRAMIDS.values()), ids=list(POSITION_PYRAMIDS))
+def test_position_modules_and_tokenisers_export(options, tmp_path):
+    assert_exports(build_covering(options), tmp_path / 'positions.onnx')
 
 
 def test_chunked_loops_do_not_freeze_the_export_size(tmp_path):

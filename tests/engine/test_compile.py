@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from ..backbone_cases import CASES, REGISTERED, build_micro
+from ..layers.position_contract import build_covering, covering_pyramids
 from vattn_mm.analysis import compile_report
 from vattn_mm.backbones import TokenPyramid
 from vattn_mm.engine import CompileModulesHook
@@ -45,6 +46,16 @@ def test_no_graph_breaks_with_any_mixer(mixer):
     model = TokenPyramid(MIXER_MICRO, mixer=dict(type=mixer), drop_path_rate=0.1)
     model.init_weights()
     assert_no_breaks(model, torch.randn(1, 3, 64, 64))
+
+
+POSITION_PYRAMIDS = covering_pyramids()
+
+
+@pytest.mark.parametrize('options', list(POSITION_PYRAMIDS.values()), ids=list(POSITION_PYRAMIDS))
+def test_no_graph_breaks_with_position_modules_and_tokenisers(options):
+    """Every position module, mixer position variant and tokeniser (the
+    pyramids of ``tests/layers/position_contract.py`` that hold them all)."""
+    assert_no_breaks(build_covering(options), torch.randn(1, 3, 64, 64))
 
 
 class DataDependentBranch(nn.Module):

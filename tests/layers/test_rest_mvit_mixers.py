@@ -238,6 +238,27 @@ def test_mvit_pooling_attention_equals_the_official_fixture():
     assert ref_hw == q_hw
 
 
+def test_mvit_stage_transition_is_the_fixture_module_on_padded_inputs():
+    """A stage-transition attention (official ``dim_out != dim``, no fixture
+    upstream holds one) loaded from the fixture's ``dim_out`` weights with
+    the ``qkv`` input columns cut to ``dim``: equal to the fixture-checked
+    ``dim_out == dim`` module on the input zero-padded to ``dim_out``."""
+    rec = load_case(MVIT)
+    arch = official_arch(rec)
+    dim = arch['dim'] // 2
+    cut = {k: v[:, :dim] if k == 'qkv.weight' else v for k, v in rec['checkpoint'].items()}
+    transition = MultiScalePoolingAttention.from_official(cut, **dict(arch, dim=dim)).eval()
+    assert transition.qkv.in_features == dim and transition.proj.out_features == arch['dim_out']
+    full = MultiScalePoolingAttention.from_official(rec['checkpoint'], **arch).eval()
+    hw = tuple(rec['forward_kwargs']['hw_shape'])
+    x = rec['input'][..., :dim]
+    with torch.no_grad():
+        out, q_hw = transition.attend(x, hw)
+        want, want_hw = full.attend(F.pad(x, (0, arch['dim'] - dim)), hw)
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+    assert q_hw == want_hw
+
+
 @pytest.mark.parametrize('cfg, hw', [
     (dict(stride_kv=2, input_size=8), (8, 8)),          # token-preserving, tables as sized
     (dict(stride_kv=2, input_size=8), (11, 13)),        # larger, non-square: tables resized
@@ -279,7 +300,9 @@ def test_mvit_pooling_attention_bad_arguments():
     module = MultiScalePoolingAttention(32, 2, has_cls_token=True)
     with pytest.raises(ValueError, match=r'64 tokens for a 8x8 map, expected 65 \(class token'):
         module(torch.randn(1, 64, 32), (8, 8))
-    with pytest.raises(ValueError, match='supports dim_out == dim'):
-        MultiScalePoolingAttention.from_official({}, dim=32, dim_out=64)
+    with pytest.raises(ValueError, match="supports mode='conv', pool_first=False"):
+        MultiScalePoolingAttention.from_official({}, dim=32, mode='max')
+    with pytest.raises(ValueError, match='out_dims must be a positive int'):
+        MultiScalePoolingAttention(32, 2, out_dims=0)
     with pytest.raises(ValueError, match='input_size must be square'):
         MultiScalePoolingAttention.from_official({}, dim=32, input_size=[16, 20])

@@ -24,7 +24,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.checkpoint import checkpoint
 
 from .. import ops
-from ..layers import residual_add, tokens_to_map
+from ..layers import apply_position, tokens_to_map
 from ..layers.patch_embed import Size
 from ..utils.tracing import is_exporting
 from .keymap import KeyMap
@@ -259,7 +259,7 @@ class PyramidBackbone(BaseModule):
         inplace = not torch.is_grad_enabled()
         args = stage.mixer_args
         if stage.has_position and stage.position_where == 'embed':
-            x = residual_add(inplace)(x, stage.position(x, hw))
+            x = apply_position(stage.position, x, hw, inplace)
         for j, block in enumerate(stage.blocks):
             if self.with_cp and x.requires_grad:
                 x = checkpoint(block, x, hw, *args, use_reentrant=False)
@@ -268,7 +268,7 @@ class PyramidBackbone(BaseModule):
             else:
                 x = block(x, hw, *args)
             if j == 0 and stage.has_position and stage.position_where == 'after_first_block':
-                x = residual_add(inplace)(x, stage.position(x, hw))
+                x = apply_position(stage.position, x, hw, inplace)
         return x
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:

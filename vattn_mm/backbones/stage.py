@@ -140,7 +140,7 @@ def build_stage(index: int, spec: StageSpec) -> PyramidStage:
     """Stage ``index`` of a pyramid from its :class:`StageSpec`."""
     dims = spec.embed_dims
     drop_path = list(spec.drop_path) or [0.] * spec.depth
-    where, position = build_position(spec.position, dims)
+    where, position = build_position(spec.position, dims, index)
     shared = None if spec.mixer is None else build_shared(spec.mixer, dims, spec.num_heads, index)
     ffn_args = dict(embed_dims=dims, hidden_dims=int(dims * spec.mlp_ratio))
     blocks = [

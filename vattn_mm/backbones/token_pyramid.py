@@ -38,9 +38,13 @@ class TokenPyramid(PyramidBackbone):
             after) filled in: ``OverlapPatchEmbed`` (default, 7x7 then 3x3
             kernels) or ``NonOverlapPatchEmbed``.
         stem: config replacing stage 0's embedding, e.g.
-            ``dict(type='ConvStem', hidden_dims=(32, 64))``.
+            ``dict(type='ConvStem', hidden_dims=(32, 64))`` or
+            ``dict(type='CeiTImageToTokens')`` (any tokeniser with the
+            ``'stem'`` role, :data:`~vattn_mm.layers.TOKENISERS`).
         position: position-module config (one or per stage), e.g.
-            ``dict(type='ConvPosEnc')`` (before every block).
+            ``dict(type='ConvPosEnc')`` (before every block) or
+            ``dict(type='SinCosPosEmbed')`` (after the embedding; any of
+            :data:`~vattn_mm.layers.POSITIONS`).
         norm_cfg: the blocks' norms.
         out_norm_cfg: norm of each stage output, which also feeds the next
             stage (PVTv2); ``None``: none (P2T).

@@ -26,8 +26,9 @@ class LayerScale(nn.Module):
 class TokenBlock(nn.Module):
     """``x + drop_path(ls1(mixer(norm1(x)))) -> x + drop_path(ls2(ffn(norm2(x))))``.
 
-    ``position`` (optional, stored as ``pos_embed``): a position module whose
-    term is added first, ``x + pos_embed(x)`` (DilateFormer's per-block CPE).
+    ``position`` (optional, stored as ``pos_embed``): a position module
+    applied first (:func:`apply_position`: ``x + pos_embed(x)``,
+    DilateFormer's per-block CPE).
 
     ``mixer`` and ``ffn`` are called as ``module(tokens, (H, W))``; extra
     positional arguments of the block go to the mixer (P2T's pooling convs).
@@ -73,7 +74,7 @@ class TokenBlock(nn.Module):
                 ) -> torch.Tensor:
         add = residual_add(inplace)
         if self.has_position:
-            x = add(x, self.pos_embed(x, hw))
+            x = apply_position(self.pos_embed, x, hw, inplace)
         if self.has_mixer:
             x = add(x, self.drop_path(self.ls1(
                 self._branch(self.attn, self.norm1, x, hw, *mixer_args))))
@@ -95,3 +96,18 @@ def residual_add(inplace: bool):
     if torch.is_grad_enabled():
         raise RuntimeError('in-place residuals are for inference (torch.no_grad) only')
     return torch.Tensor.add_
+
+
+def apply_position(position: nn.Module, x: torch.Tensor, hw: Size,
+                   inplace: bool = False) -> torch.Tensor:
+    """The tokens ``x`` with a position module's output: ``x + position(x)``,
+    or ``x * position(x)`` for a gate (``combine = 'multiply'``); in place
+    with ``inplace`` (inference only, as :func:`residual_add`)."""
+    term = position(x, hw)
+    if getattr(position, 'combine', 'add') == 'multiply':
+        if not inplace:
+            return x * term
+        if torch.is_grad_enabled():
+            raise RuntimeError('in-place position gates are for inference (torch.no_grad) only')
+        return x.mul_(term)
+    return residual_add(inplace)(x, term)

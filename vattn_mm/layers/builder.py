@@ -50,11 +50,28 @@ Optional hooks of the stage builder:
 A mixer file is imported explicitly by ``vattn_mm/layers/__init__.py`` (one
 line; no discovery of files by name), which registers it.
 
-A **position module** (e.g. :class:`~vattn_mm.layers.ConvPosEnc`) returns a
-positional term added to the tokens, before every block (``where='block'``),
-once after the stage's first block (``where='after_first_block'``) or once
-right after the stage's patch embedding (``where='embed'``, e.g.
-:class:`~vattn_mm.layers.AbsolutePosEmbed`).
+A **position module** (e.g. :class:`~vattn_mm.layers.ConvPosEnc`) is one
+file too, registered with :func:`register_position` (listed in
+:data:`POSITIONS`), called as ``pe(tokens, (H, W))``.  It returns a
+positional term the skeleton adds to the tokens (``combine = 'add'``,
+default) or a gate it multiplies them with (``combine = 'multiply'``, ResT's
+pixel attention), before every block (``where='block'``), once after the
+stage's first block (``where='after_first_block'``) or once right after the
+stage's patch embedding (``where='embed'``, e.g.
+:class:`~vattn_mm.layers.AbsolutePosEmbed`); the class's ``default_where``
+is the place a config without ``where`` gets.  ``stage_defaults(stage)``
+(optional, as for mixers) gives settings per stage, e.g. a learned table's
+training grid.  Position terms that live inside attention (relative biases,
+LePE) are options of their mixers, listed in the mixer's
+``position_variants`` (``{name: mixer settings}``), which the position
+suite runs too.
+
+A **tokeniser** (patch embedding or stem) is registered with
+:func:`register_tokeniser` (listed in :data:`TOKENISERS`) and called as
+``embed(image_or_map) -> (tokens, (H, W))``; ``tokeniser_roles`` says where
+the skeleton may use it: ``'stem'`` (stage 0, ``in_channels`` /
+``embed_dims`` filled in, stride 4) and ``'patch_embed'`` (every stage,
+``stride`` filled in too).
 """
 from __future__ import annotations
 
@@ -68,10 +85,18 @@ from torch import nn
 
 Cfg = Mapping[str, Any]
 POSITION_PLACES = ('block', 'after_first_block', 'embed')
+#: how the skeleton combines a position module's output with the tokens
+POSITION_COMBINES = ('add', 'multiply')
+#: where the skeleton may use a tokeniser
+TOKENISER_ROLES = ('stem', 'patch_embed')
 #: what a mixer's ``scaling`` may say
 SCALINGS = ('linear', 'quadratic')
 #: every token mixer registered with :func:`register_mixer`, by name
 MIXERS: dict[str, type] = {}
+#: every position module registered with :func:`register_position`, by name
+POSITIONS: dict[str, type] = {}
+#: every patch embedding / stem registered with :func:`register_tokeniser`, by name
+TOKENISERS: dict[str, type] = {}
 
 
 @dataclass(frozen=True)
@@ -117,9 +142,40 @@ def register_mixer(cls: type) -> type:
         if not isinstance(entry, ZooVariant):
             raise TypeError(f'mixer {name}: zoo_variants[{variant!r}] must be a ZooVariant, '
                             f'got {entry!r}')
+    return _listed(cls, MIXERS)
+
+
+def _listed(cls: type, listing: dict) -> type:
+    """``cls`` registered in ``MODELS`` and listed in ``listing`` by name."""
     MODELS.register_module(module=cls)
-    MIXERS[name] = cls
+    listing[cls.__name__] = cls
     return cls
+
+
+def _declared(cls: type, kind: str, attr: str, default: str, choices: tuple) -> None:
+    """Raise a ``ValueError`` naming ``cls`` unless its ``attr`` is one of ``choices``."""
+    value = getattr(cls, attr, default)
+    if value not in choices:
+        raise ValueError(f'{kind} {cls.__name__}: {attr}={value!r}, expected one of {choices}')
+
+
+def register_position(cls: type) -> type:
+    """Class decorator: register a position module in ``MODELS`` and list it
+    in :data:`POSITIONS` (``default_where`` and ``combine`` are checked)."""
+    _declared(cls, 'position module', 'default_where', 'block', POSITION_PLACES)
+    _declared(cls, 'position module', 'combine', 'add', POSITION_COMBINES)
+    return _listed(cls, POSITIONS)
+
+
+def register_tokeniser(cls: type) -> type:
+    """Class decorator: register a patch embedding / stem in ``MODELS`` and
+    list it in :data:`TOKENISERS` (``tokeniser_roles`` is checked)."""
+    name = cls.__name__
+    roles = getattr(cls, 'tokeniser_roles', None)
+    if not roles or not set(roles) <= set(TOKENISER_ROLES):
+        raise ValueError(f'tokeniser {name}: tokeniser_roles={roles!r}, expected a non-empty '
+                         f'subset of {TOKENISER_ROLES}')
+    return _listed(cls, TOKENISERS)
 
 
 def registered_class(cfg: Cfg, role: str) -> type:
@@ -190,12 +246,16 @@ def build_layer(cfg: Cfg, role: str, **filled: Any) -> nn.Module:
     return cls(**kwargs)
 
 
-def build_position(cfg: Optional[Cfg], embed_dims: int) -> tuple[Optional[str], Optional[Cfg]]:
-    """``(where, layer config)`` of a position-module config (None: none)."""
+def build_position(cfg: Optional[Cfg], embed_dims: int, stage: int = 0
+                   ) -> tuple[Optional[str], Optional[Cfg]]:
+    """``(where, layer config)`` of a position-module config (None: none) in
+    stage ``stage``: the module's stage defaults, then the config, with
+    ``embed_dims`` filled in."""
     if cfg is None:
         return None, None
     cls = registered_class(cfg, 'position module')
-    cfg = dict(cfg)
+    defaults = cls.stage_defaults(stage) if hasattr(cls, 'stage_defaults') else {}
+    cfg = {**defaults, **cfg}
     where = cfg.pop('where', getattr(cls, 'default_where', 'block'))
     if where not in POSITION_PLACES:
         raise ValueError(f'position module {cfg["type"]!r}: where={where!r}, expected one '

@@ -16,7 +16,8 @@ from .patch_embed import Size, map_to_tokens, tokens_to_map
 IntPair = Union[int, Sequence[int]]
 
 #: constructor arguments of the official ``mvit/models/attention.py:MultiScaleAttention``
-#: and ours (``dim_out`` must equal ``dim``, ``mode`` be 'conv', ``pool_first`` False)
+#: and ours (``mode`` must be 'conv', ``pool_first`` False; ``dim_out`` sets
+#: ``attn_dims`` and ``out_dims``)
 _OFFICIAL_ARGS = {'dim': 'embed_dims', 'num_heads': 'num_heads', 'qkv_bias': 'qkv_bias',
                   'kernel_q': 'kernel_q', 'kernel_kv': 'kernel_kv', 'stride_q': 'stride_q',
                   'stride_kv': 'stride_kv', 'has_cls_embed': 'has_cls_token',
@@ -82,7 +83,7 @@ class MultiScalePoolingAttention(nn.Module):
     wider map fails there); here they are resized per axis to each call's grid.
 
     Args:
-        embed_dims: token channels (the official ``dim`` = ``dim_out``).
+        embed_dims: input token channels (the official ``dim``).
         num_heads: heads; ``embed_dims`` must be divisible by it.
         kernel_q, kernel_kv: pooling kernels of q and of k / v.
         stride_q, stride_kv: pooling strides (MViTv2: kv stride 4, 2, 1, 1
@@ -97,12 +98,18 @@ class MultiScalePoolingAttention(nn.Module):
         norm_eps: eps of the pooling LayerNorms.
         attn_drop: dropout on the attention weights (training only).
         attn_dims: width of queries, keys and values (default ``embed_dims``).
+        out_dims: output channels (default ``embed_dims``).  MViTv2's
+            stage-transition blocks (official ``dim_out != dim``) have
+            ``attn_dims = out_dims = dim_out``; a pyramid's blocks keep
+            ``embed_dims`` (the patch embeddings change the width there).
     """
 
     scaling = 'quadratic'
     inner_width = 'attn_dims'
     zoo_variants = {'mvit': ZooVariant.per_stage(stride_kv=(8, 4, 2, 1),
                                                  attn_dims=(32, 64, 320, 896))}
+    #: the position terms this mixer holds, run by the position suite
+    position_variants = {'mvitv2_decomposed_rel_pos': {}}
 
     @staticmethod
     def stage_defaults(stage: int) -> dict:
@@ -117,9 +124,13 @@ class MultiScalePoolingAttention(nn.Module):
                  input_size: int = 56, has_cls_token: bool = False, qkv_bias: bool = True,
                  rel_pos: bool = True, rel_pos_zero_init: bool = False,
                  residual_pooling: bool = True, norm_eps: float = 1e-6,
-                 attn_drop: float = 0., attn_dims: Optional[int] = None):
+                 attn_drop: float = 0., attn_dims: Optional[int] = None,
+                 out_dims: Optional[int] = None):
         super().__init__()
         width = attention_width(type(self).__name__, embed_dims, num_heads, attn_dims)
+        if out_dims is not None and (not isinstance(out_dims, int) or out_dims < 1):
+            raise ValueError(f'MultiScalePoolingAttention: out_dims must be a positive int, '
+                             f'got {out_dims!r}')
         if not isinstance(input_size, int) or input_size < 1:
             raise ValueError(f'MultiScalePoolingAttention: input_size must be a positive '
                              f'int (the side of a square token grid), got {input_size!r}')
@@ -133,7 +144,7 @@ class MultiScalePoolingAttention(nn.Module):
         self.attn_drop = attn_drop
         self.stride_q, self.stride_kv = stride_q, stride_kv
         self.qkv = nn.Linear(embed_dims, 3 * width, bias=qkv_bias)
-        self.proj = nn.Linear(width, embed_dims)
+        self.proj = nn.Linear(width, embed_dims if out_dims is None else out_dims)
         for name, kernel, stride in (('q', kernel_q, stride_q), ('k', kernel_kv, stride_kv),
                                      ('v', kernel_kv, stride_kv)):
             if kernel == (1, 1) and stride == (1, 1):
@@ -217,17 +228,19 @@ class MultiScalePoolingAttention(nn.Module):
         arguments (``dim``, ``dim_out``, ``input_size``, ``num_heads``,
         ``kernel_q``, ``stride_kv``, ``has_cls_embed``, ...) with the official
         weights loaded strictly.  ``norm_layer`` must be a LayerNorm (its eps
-        is read from ``norm_eps``, MViTv2's 1e-6 by default)."""
+        is read from ``norm_eps``, MViTv2's 1e-6 by default).  ``dim_out !=
+        dim`` (a stage-transition block's attention: ``qkv`` to ``3 *
+        dim_out``, heads of ``dim_out // num_heads``, ``proj`` to ``dim_out``)
+        gives ``attn_dims = out_dims = dim_out``."""
         args = dict(official_args)
         dim_out = args.pop('dim_out', args.get('dim'))
         mode, pool_first = args.pop('mode', 'conv'), args.pop('pool_first', False)
         args.pop('norm_layer', None)
         norm_eps = args.pop('norm_eps', 1e-6)
-        if dim_out != args.get('dim') or mode != 'conv' or pool_first:
+        if mode != 'conv' or pool_first:
             raise ValueError(
-                'MultiScalePoolingAttention.from_official supports dim_out == dim, '
-                f"mode='conv', pool_first=False; got dim={args.get('dim')}, "
-                f'dim_out={dim_out}, mode={mode!r}, pool_first={pool_first}')
+                "MultiScalePoolingAttention.from_official supports mode='conv', "
+                f'pool_first=False; got mode={mode!r}, pool_first={pool_first}')
         unknown = set(args) - set(_OFFICIAL_ARGS)
         if unknown:
             raise TypeError(f'MultiScalePoolingAttention.from_official: unknown official '
@@ -244,6 +257,8 @@ class MultiScalePoolingAttention(nn.Module):
         for key, value in (('num_heads', 8), ('qkv_bias', False), ('kernel_kv', 1),
                            ('has_cls_token', True), ('rel_pos', False)):
             kwargs.setdefault(key, value)
+        if dim_out != kwargs.get('embed_dims'):
+            kwargs.update(attn_dims=dim_out, out_dims=dim_out)
         module = cls(norm_eps=norm_eps, **kwargs)
         module.load_state_dict(cls.convert_official_state_dict(state_dict))
         return module

@@ -8,9 +8,9 @@ from typing import Optional, Sequence
 import torch
 import torch.nn.functional as F
 from mmcv.cnn import build_activation_layer, build_norm_layer
-from mmengine.registry import MODELS
 from torch import nn
 
+from .builder import register_tokeniser
 from .conv import TokenMapConv2d
 from .export_ops import needs_padding, pad_to_multiple
 
@@ -30,7 +30,7 @@ def map_to_tokens(x: torch.Tensor) -> tuple[torch.Tensor, Size]:
     return x.flatten(2).transpose(1, 2), (x.shape[2], x.shape[3])
 
 
-@MODELS.register_module()
+@register_tokeniser
 class OverlapPatchEmbed(nn.Module):
     """Strided convolution with overlapping windows, then a norm over channels
     (PVTv2, Wang et al. 2022, arXiv:2106.13797).  The kernel defaults to
@@ -42,6 +42,8 @@ class OverlapPatchEmbed(nn.Module):
     of that number (the Swin-style dense embeddings of FocalNet and LITv2), so
     a side ``s`` then gives ``ceil(s / stride)`` tokens.
     """
+
+    tokeniser_roles = ('stem', 'patch_embed')
 
     def __init__(self, in_channels: int, embed_dims: int, kernel_size: Optional[int] = None,
                  stride: int = 4, padding: Optional[int] = None,
@@ -66,7 +68,7 @@ class OverlapPatchEmbed(nn.Module):
         return self.norm(x), hw
 
 
-@MODELS.register_module()
+@register_tokeniser
 class NonOverlapPatchEmbed(OverlapPatchEmbed):
     """Non-overlapping ``stride`` x ``stride`` patches (ViT / Swin): the input
     is zero-padded right / bottom to a multiple of ``stride``, so a side
@@ -78,11 +80,15 @@ class NonOverlapPatchEmbed(OverlapPatchEmbed):
                          pad_to_multiple=stride)
 
 
-@MODELS.register_module()
+@register_tokeniser
 class ConvStem(nn.Module):
     """Stack of 3x3 conv-norm-act layers followed by a 1x1 projection
     ("Early Convolutions Help Transformers See Better", Xiao et al. 2021,
     arXiv:2106.14881).  Drop-in replacement for a first-stage patch embedding.
+    With ``out_norm_cfg=None`` it is ViT_c's stem (pycls ``ViTStemConv``:
+    bias-free 3x3 convs with padding 1 + BN + ReLU, then a 1x1 conv with
+    bias); ViT_c itself uses four stride-2 layers (stride 16), a pyramid's
+    stem two (stride 4).
 
     Args:
         in_channels: image channels.
@@ -92,6 +98,8 @@ class ConvStem(nn.Module):
         norm_cfg / act_cfg: norm and activation after each 3x3 conv.
         out_norm_cfg: norm over the output tokens (None for none).
     """
+
+    tokeniser_roles = ('stem', )
 
     def __init__(self, in_channels: int, embed_dims: int,
                  hidden_dims: Sequence[int] = (48, 96),

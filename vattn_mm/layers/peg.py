@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Mapping
 
 import torch
-from mmengine.registry import MODELS
 
+from .builder import register_position
 from .position import ConvPosEnc
 
 #: official (Twins ``PosCNN``) key -> ours
 _OFFICIAL_KEYS = {'proj.0.weight': 'weight', 'proj.0.bias': 'bias'}
 
 
-@MODELS.register_module()
+@register_position
 class PEG(ConvPosEnc):
     """CPVT's PEG as Twins (PCPVT / ALTGVT) uses it: a depthwise ``k x k``
     convolution (zero "same" padding, with bias) of the token map, added to

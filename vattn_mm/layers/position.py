@@ -7,16 +7,16 @@ from typing import Sequence, Union
 
 import torch
 import torch.nn.functional as F
-from mmengine.registry import MODELS
 from torch import nn
 
 from ..utils.tracing import is_exporting
 from .attention import init_position_bias_
+from .builder import register_position
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 
-@MODELS.register_module()
+@register_position
 class ConvPosEnc(DepthwiseConv2d):
     """Convolutional position encoding ``pe(x) = dwconv_k(x)``, added to the
     tokens as ``x + pe(x)`` (conditional position encoding of CPVT,
@@ -35,7 +35,7 @@ class ConvPosEnc(DepthwiseConv2d):
         return map_to_tokens(super().forward(tokens_to_map(x, hw)))[0]
 
 
-@MODELS.register_module()
+@register_position
 class AbsolutePosEmbed(nn.Module):
     """Learned absolute position embedding of a token grid (ViT, Dosovitskiy
     et al., arXiv:2010.11929; per stage in PVT, arXiv:2102.12122, and
@@ -49,10 +49,16 @@ class AbsolutePosEmbed(nn.Module):
     ratio (the official Agent-PVT code compares token counts only and then adds
     a mis-laid table, or fails in a later stage).
     ``where='embed'`` (default) adds it once, right after the stage's patch
-    embedding.
+    embedding.  In a pyramid built from the type alone the training grid is
+    that of 224x224 inputs, 56 / 28 / 14 / 7 (:meth:`stage_defaults`).
     """
 
     default_where = 'embed'
+
+    @staticmethod
+    def stage_defaults(stage: int) -> dict:
+        """The token grid of stage ``stage`` (stride ``4 * 2**stage``) for 224x224 inputs."""
+        return dict(grid_size=224 // (4 * 2 ** stage))
 
     def __init__(self, embed_dims: int, grid_size: Union[int, Sequence[int]]):
         super().__init__()

@@ -1,7 +1,9 @@
 """Shifted-window attention (Swin Transformer, "Swin Transformer: Hierarchical
-Vision Transformer using Shifted Windows", Liu et al., arXiv:2103.14030)."""
+Vision Transformer using Shifted Windows", Liu et al., arXiv:2103.14030), with
+Swin v2's continuous position bias as an option (arXiv:2111.09883)."""
 from __future__ import annotations
 
+import math
 from typing import Mapping, Optional, Union
 
 import torch
@@ -16,6 +18,11 @@ from .patch_embed import Size
 
 #: logit added between tokens of different regions of the shifted map (Swin's value, not -inf)
 REGION_MASK_VALUE = -100.0
+#: how the relative position bias is made: a learned table (Swin) or the CPB MLP (Swin v2)
+POSITION_BIASES = ('table', 'cpb')
+#: Swin v2: the largest bias the CPB gives (``16 * sigmoid``) and the coordinate range +-8
+CPB_BIAS_RANGE = 16.
+CPB_COORD_RANGE = 8.
 
 
 def relative_position_index(window_size: int) -> torch.Tensor:
@@ -26,6 +33,22 @@ def relative_position_index(window_size: int) -> torch.Tensor:
     coords = torch.stack(torch.meshgrid(torch.arange(m), torch.arange(m), indexing='ij')).flatten(1)
     rel = coords[:, :, None] - coords[:, None, :] + (m - 1)  # (2, M*M, M*M), in [0, 2M-2]
     return rel[0] * (2 * m - 1) + rel[1]
+
+
+def log_spaced_relative_coords(window_size: int, pretrained_window_size: int = 0
+                                ) -> torch.Tensor:
+    """((2M-1)^2, 2) Swin v2 CPB inputs: the relative offsets ``(dy, dx)`` in
+    ``[-(M-1), M-1]`` (rows ordered as :func:`relative_position_index`
+    reads them), divided by ``P - 1`` for ``P`` = the pre-training window
+    (``pretrained_window_size``, or ``M`` when 0), scaled to +-8, then
+    ``sign(t) * log2(|t| + 1) / log2(8)``."""
+    m = window_size
+    span = (pretrained_window_size if pretrained_window_size > 0 else m) - 1
+    offsets = torch.arange(-(m - 1), m, dtype=torch.float32)
+    coords = torch.stack(torch.meshgrid(offsets, offsets, indexing='ij'), dim=-1)
+    coords = coords / span * CPB_COORD_RANGE
+    coords = torch.sign(coords) * torch.log2(coords.abs() + 1.0) / math.log2(CPB_COORD_RANGE)
+    return coords.reshape(-1, 2)
 
 
 def shifted_window_mask(hw: Size, window_size: int, shift_size: int,
@@ -75,11 +98,25 @@ class ShiftedWindowAttention(nn.Module):
         qk_scale: logit scale; None: ``head_dim ** -0.5``.
         attn_drop: dropout on the attention weights (training only).
         attn_dims: width of queries, keys and values (default ``embed_dims``).
+        position_bias: ``'table'`` (Swin: a learned ``[(2M-1)^2, heads]``
+            ``relative_position_bias_table``) or ``'cpb'`` (Swin v2's
+            continuous position bias: ``16 * sigmoid(cpb_mlp(coords))`` of the
+            log-spaced offsets :func:`log_spaced_relative_coords`,
+            ``cpb_mlp`` = Linear(2, 512) + ReLU + Linear(512, heads, no bias),
+            the official keys ``cpb_mlp.0/2``).  Only the bias is Swin v2's:
+            the attention stays Swin v1's scaled dot product (no cosine
+            attention, no ``logit_scale``).
+        pretrained_window_size: CPB only: the window of pre-training, whose
+            span normalises the offsets (0: this window), so a bias learned at
+            one window transfers to another.
+        cpb_hidden_dims: CPB only: the MLP's hidden width (Swin v2: 512).
     """
 
     scaling = 'linear'
     inner_width = 'attn_dims'
     zoo_variants = {'swin': ZooVariant.per_stage(attn_dims=(32, 64, 320, 1024))}
+    #: the position terms this mixer holds, run by the position suite
+    position_variants = {'swin_relative_bias': {}, 'swin_v2_cpb': dict(position_bias='cpb')}
 
     @staticmethod
     def block_defaults(block: int) -> dict:
@@ -89,9 +126,17 @@ class ShiftedWindowAttention(nn.Module):
     def __init__(self, embed_dims: int, num_heads: int, window_size: int = 7,
                  shift_size: Union[int, str] = 0, qkv_bias: bool = True,
                  qk_scale: Optional[float] = None, attn_drop: float = 0.,
-                 attn_dims: Optional[int] = None):
+                 attn_dims: Optional[int] = None, position_bias: str = 'table',
+                 pretrained_window_size: int = 0, cpb_hidden_dims: int = 512):
         super().__init__()
         width = attention_width(type(self).__name__, embed_dims, num_heads, attn_dims)
+        if position_bias not in POSITION_BIASES:
+            raise ValueError(f'ShiftedWindowAttention: position_bias={position_bias!r}, expected '
+                             f'one of {POSITION_BIASES}')
+        if position_bias == 'cpb' and (pretrained_window_size or window_size) < 2:
+            raise ValueError(f'ShiftedWindowAttention: the CPB normalises offsets by the window '
+                             f'span, which needs a window of at least 2, got window_size='
+                             f'{window_size}, pretrained_window_size={pretrained_window_size}')
         if window_size < 1:
             raise ValueError(f'ShiftedWindowAttention: window_size must be >= 1, got {window_size}')
         if shift_size == 'half':
@@ -105,9 +150,17 @@ class ShiftedWindowAttention(nn.Module):
         self.attn_dims = width
         self.scale = qk_scale or (width // num_heads) ** -0.5
         self.attn_drop = attn_drop
-        self.relative_position_bias_table = nn.Parameter(
-            torch.zeros((2 * window_size - 1) ** 2, num_heads))
-        init_position_bias_(self.relative_position_bias_table)
+        self.position_bias = position_bias
+        if position_bias == 'table':
+            self.relative_position_bias_table = nn.Parameter(
+                torch.zeros((2 * window_size - 1) ** 2, num_heads))
+            init_position_bias_(self.relative_position_bias_table)
+        else:
+            self.pretrained_window_size = pretrained_window_size
+            self.cpb_mlp = nn.Sequential(nn.Linear(2, cpb_hidden_dims), nn.ReLU(inplace=True),
+                                         nn.Linear(cpb_hidden_dims, num_heads, bias=False))
+            self.register_buffer('relative_coords_table', log_spaced_relative_coords(
+                window_size, pretrained_window_size), persistent=False)
         self.register_buffer('relative_position_index', relative_position_index(window_size),
                              persistent=False)
         self.qkv = nn.Linear(embed_dims, 3 * width, bias=qkv_bias)
@@ -116,18 +169,19 @@ class ShiftedWindowAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return (f'heads={self.num_heads}, window_size={self.window_size}, '
-                f'shift_size={self.shift_size}')
+                f'shift_size={self.shift_size}, position_bias={self.position_bias!r}')
 
     # ------------------------------------------------------------ weights
-    #: official keys that are recomputed here: WindowAttention's index buffer and
-    #: SwinTransformerBlock's mask buffer
-    official_buffers = ('relative_position_index', 'attn_mask')
+    #: official keys that are recomputed here: WindowAttention's index buffer,
+    #: SwinTransformerBlock's mask buffer and Swin v2's CPB inputs
+    official_buffers = ('relative_position_index', 'attn_mask', 'relative_coords_table')
 
     @classmethod
     def convert_official_state_dict(cls, state_dict: Mapping[str, torch.Tensor]) -> dict:
         """Official Swin ``WindowAttention`` state dict (the ``attn.`` part of a
         ``SwinTransformerBlock``) -> ours: the same keys (``qkv``, ``proj``,
-        ``relative_position_bias_table``) with the recomputed buffers dropped."""
+        ``relative_position_bias_table``; Swin v2's ``cpb_mlp.*``) with the
+        recomputed buffers dropped."""
         return {k: v for k, v in state_dict.items()
                 if k.rsplit('.', 1)[-1] not in cls.official_buffers}
 
@@ -148,6 +202,13 @@ class ShiftedWindowAttention(nn.Module):
                 hw, self.window_size, self.shift_size).unsqueeze(1).to(device)
         return self._masks[key]
 
+    def bias_table(self) -> torch.Tensor:
+        """((2M-1)^2, heads) bias of every relative offset: the learned table,
+        or ``16 * sigmoid`` of the CPB MLP of the log-spaced offsets."""
+        if self.position_bias == 'table':
+            return self.relative_position_bias_table
+        return CPB_BIAS_RANGE * torch.sigmoid(self.cpb_mlp(self.relative_coords_table))
+
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
         b, n, c = x.shape
         h, w = hw
@@ -165,7 +226,7 @@ class ShiftedWindowAttention(nn.Module):
         a = self.attn_dims
         q, k, v = self.qkv(windows).view(-1, m * m, 3, self.num_heads, a // self.num_heads) \
             .permute(2, 0, 3, 1, 4)  # each (B * windows, heads, M*M, d)
-        bias = self.relative_position_bias_table[self.relative_position_index].permute(2, 0, 1)
+        bias = self.bias_table()[self.relative_position_index].permute(2, 0, 1)
         if s:
             # (windows, heads, M*M, M*M) repeated over the batch (windows are batch-major)
             bias = (bias + self.region_mask((hp, wp), x.device).to(bias.dtype)).repeat(b, 1, 1, 1)
