@@ -1,6 +1,7 @@
 """What configs name to switch vattn-mm's protections on: the runner
-``SafeRunner``, the hooks ``CrashSafeCheckpointHook``, ``PlainMessageHubHook``,
-``RandomStateHook``, ``FiniteLossHook`` and ``ExactCheckpointHook``, the
+``SafeRunner`` (``SafeFlexibleRunner`` for mmengine's strategies, with the FSDP
+auto-wrap policy ``token_block_wrap_policy``), the hooks ``CrashSafeCheckpointHook``,
+``PlainMessageHubHook``, ``RandomStateHook``, ``FiniteLossHook`` and ``ExactCheckpointHook``, the
 transform ``NameImageErrors`` and the file backend ``'atomic_local'`` (see
 docs/reliability.md), ``CompileModulesHook`` (``torch.compile`` of the backbone,
 docs/training.md) and the optimizer-wrapper constructor
@@ -9,15 +10,16 @@ Importing registers these new names and changes nothing else."""
 from .compile import CompileModulesHook
 from .finite import (FiniteLossHook, NonFiniteLossError, NonFiniteWeightsError,
                      check_finite_weights)
+from .fsdp import token_block_wrap_policy
 from .hooks import ATOMIC_BACKEND, CrashSafeCheckpointHook, ExactCheckpointHook, PlainMessageHubHook
 from .optim import NormDecayOptimWrapperConstructor
 from .random_state import RandomStateHook, capture_random_state, restore_random_state
-from .runner import SafeRunner
+from .runner import SafeFlexibleRunner, SafeRunner
 from .transforms import NameImageErrors, name_image_errors
 
 __all__ = ['ATOMIC_BACKEND', 'CompileModulesHook',
            'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'FiniteLossHook',
            'NameImageErrors', 'NonFiniteLossError', 'NonFiniteWeightsError',
            'NormDecayOptimWrapperConstructor', 'PlainMessageHubHook', 'RandomStateHook',
-           'SafeRunner', 'capture_random_state', 'check_finite_weights', 'name_image_errors',
-           'restore_random_state']
+           'SafeFlexibleRunner', 'SafeRunner', 'capture_random_state', 'check_finite_weights',
+           'name_image_errors', 'restore_random_state', 'token_block_wrap_policy']

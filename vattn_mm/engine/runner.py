@@ -1,4 +1,6 @@
-"""``runner_type = 'SafeRunner'``: mmengine's Runner with vattn-mm's protections."""
+"""``runner_type = 'SafeRunner'``: mmengine's Runner with vattn-mm's protections;
+``runner_type = 'SafeFlexibleRunner'``: mmengine's FlexibleRunner (FSDP and the other
+strategies) with the same hooks, dataset checks and float32 mmcv ops."""
 from __future__ import annotations
 
 from contextlib import nullcontext
@@ -7,12 +9,13 @@ from typing import Dict, List, Optional, Union
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import RUNNERS
-from mmengine.runner import Runner
+from mmengine.runner import FlexibleRunner, Runner
 from mmengine.runner.checkpoint import _load_checkpoint_to_model
 from torch.utils.data import DataLoader
 
 from ..utils.amp import float32_mmcv_ops
 from ..utils.data_checks import check_not_empty, empty_dataset_error
+from ..utils.launch import is_fsdp
 from ..utils.safe_load import load_runner_checkpoint
 from .finite import FiniteLossHook
 from .hooks import CrashSafeCheckpointHook, PlainMessageHubHook
@@ -24,30 +27,11 @@ def _hook_type(hook: Union[Hook, dict]) -> object:
     return hook.get('type') if isinstance(hook, dict) else type(hook)
 
 
-@RUNNERS.register_module()
-class SafeRunner(Runner):
-    """mmengine's ``Runner`` (same config) that
-
-    - reads local checkpoints and ``http(s)://`` URLs (``load_from``, resume,
-      ``tools/test.py``) with :func:`~vattn_mm.utils.load_checkpoint_file`:
-      weights-only with the OpenMMLab allow-list, full unpickling only for
-      files trusted one by one; a URL is downloaded once into the torch hub
-      cache (:func:`~vattn_mm.utils.cached_download`);
-    - builds mmengine's ``CheckpointHook`` as its crash-safe subclass
-      :class:`~vattn_mm.engine.CrashSafeCheckpointHook` (same arguments) and
-      adds :class:`~vattn_mm.engine.PlainMessageHubHook`, so that the
-      checkpoints it writes are atomic and load without an allow-list;
-    - adds :class:`~vattn_mm.engine.RandomStateHook` (exact resume) and
-      :class:`~vattn_mm.engine.FiniteLossHook` (stop at a NaN / inf loss)
-      when a config's ``custom_hooks`` replaced the list of
-      ``vattn_runtime.py`` that names them;
-    - raises :class:`~vattn_mm.utils.EmptyDatasetError` for a dataset that
-      ends up empty and wraps image loaders in
-      :class:`~vattn_mm.engine.NameImageErrors`;
-    - with ``float32_mmcv_ops = True`` in the config, runs mmcv's ``nms`` and
-      ``roi_align`` in float32 under bfloat16 autocast while ``train()``,
-      ``val()`` or ``test()`` runs (:func:`~vattn_mm.utils.float32_mmcv_ops`).
-    """
+class _Protections:
+    """What :class:`SafeRunner` and :class:`SafeFlexibleRunner` add to their
+    mmengine runner: the crash-safe checkpoint hook, the hooks of
+    ``vattn_runtime.py``, dataset checks and float32 mmcv ops (see
+    :class:`SafeRunner`)."""
 
     def register_hooks(self, default_hooks: Optional[Dict[str, Union[Hook, dict]]] = None,
                        custom_hooks: Optional[List[Union[Hook, dict]]] = None) -> None:
@@ -62,25 +46,13 @@ class SafeRunner(Runner):
                 custom_hooks.append(dict(type=hook))
         super().register_hooks(default_hooks, custom_hooks)
 
-    def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
-                        revise_keys: list = [(r'^module.', '')]) -> dict:  # noqa: B006 (mmengine's)
-        """``Runner.load_checkpoint`` with the file read by
-        :func:`~vattn_mm.utils.load_runner_checkpoint`."""
-        checkpoint = load_runner_checkpoint(filename, map_location)
-        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
-        model = self.model.module if is_model_wrapper(self.model) else self.model
-        checkpoint = _load_checkpoint_to_model(model, checkpoint, strict, revise_keys=revise_keys)
-        self._has_loaded = True
-        self.logger.info(f'Load checkpoint from {filename}')
-        return checkpoint
-
-    @staticmethod
-    def build_dataloader(dataloader: Union[DataLoader, dict], seed: Optional[int] = None,
+    @classmethod
+    def build_dataloader(cls, dataloader: Union[DataLoader, dict], seed: Optional[int] = None,
                          diff_rank_seed: bool = False) -> DataLoader:
-        """``Runner.build_dataloader`` with the dataset checked for samples and
-        its image loaders naming undecodable files."""
+        """mmengine's ``build_dataloader`` with the dataset checked for samples
+        and its image loaders naming undecodable files."""
         try:
-            loader = Runner.build_dataloader(dataloader, seed, diff_rank_seed)
+            loader = super().build_dataloader(dataloader, seed, diff_rank_seed)
         except ValueError as err:
             dataset_cfg = dataloader.get('dataset') if isinstance(dataloader, dict) else None
             empty = empty_dataset_error(dataset_cfg) if isinstance(dataset_cfg, dict) else None
@@ -105,3 +77,82 @@ class SafeRunner(Runner):
     def test(self) -> dict:
         with self._run_scope():
             return super().test()
+
+
+@RUNNERS.register_module()
+class SafeRunner(_Protections, Runner):
+    """mmengine's ``Runner`` (same config) that
+
+    - reads local checkpoints and ``http(s)://`` URLs (``load_from``, resume,
+      ``tools/test.py``) with :func:`~vattn_mm.utils.load_checkpoint_file`:
+      weights-only with the OpenMMLab allow-list, full unpickling only for
+      files trusted one by one; a URL is downloaded once into the torch hub
+      cache (:func:`~vattn_mm.utils.cached_download`);
+    - builds mmengine's ``CheckpointHook`` as its crash-safe subclass
+      :class:`~vattn_mm.engine.CrashSafeCheckpointHook` (same arguments) and
+      adds :class:`~vattn_mm.engine.PlainMessageHubHook`, so that the
+      checkpoints it writes are atomic and load without an allow-list;
+    - adds :class:`~vattn_mm.engine.RandomStateHook` (exact resume) and
+      :class:`~vattn_mm.engine.FiniteLossHook` (stop at a NaN / inf loss)
+      when a config's ``custom_hooks`` replaced the list of
+      ``vattn_runtime.py`` that names them;
+    - raises :class:`~vattn_mm.utils.EmptyDatasetError` for a dataset that
+      ends up empty and wraps image loaders in
+      :class:`~vattn_mm.engine.NameImageErrors`;
+    - with ``float32_mmcv_ops = True`` in the config, runs mmcv's ``nms`` and
+      ``roi_align`` in float32 under bfloat16 autocast while ``train()``,
+      ``val()`` or ``test()`` runs (:func:`~vattn_mm.utils.float32_mmcv_ops`);
+    - refuses a config with a ``strategy`` (which ``Runner`` would ignore):
+      that needs ``runner_type = 'SafeFlexibleRunner'``.
+    """
+
+    @classmethod
+    def from_cfg(cls, cfg) -> 'SafeRunner':
+        if cfg.get('strategy') is not None:
+            raise ValueError(
+                f"the config has a `strategy` ({cfg.strategy.get('type')}), which "
+                f"runner_type='{cfg.get('runner_type', 'Runner')}' ignores: set "
+                "runner_type = 'SafeFlexibleRunner' (configs/_base_/fsdp.py)")
+        return super().from_cfg(cfg)
+
+    def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
+                        revise_keys: list = [(r'^module.', '')]) -> dict:  # noqa: B006 (mmengine's)
+        """``Runner.load_checkpoint`` with the file read by
+        :func:`~vattn_mm.utils.load_runner_checkpoint`."""
+        checkpoint = load_runner_checkpoint(filename, map_location)
+        self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
+        model = self.model.module if is_model_wrapper(self.model) else self.model
+        checkpoint = _load_checkpoint_to_model(model, checkpoint, strict, revise_keys=revise_keys)
+        self._has_loaded = True
+        self.logger.info(f'Load checkpoint from {filename}')
+        return checkpoint
+
+
+@RUNNERS.register_module()
+class SafeFlexibleRunner(_Protections, FlexibleRunner):
+    """mmengine's ``FlexibleRunner`` (same config: ``strategy = dict(type=
+    'FSDPStrategy', ...)``, ``'DeepSpeedStrategy'``, ...) with the hooks, dataset
+    checks and float32 mmcv ops of :class:`SafeRunner`.
+
+    Checkpoints are written and read by the strategy, which calls mmengine's
+    own writer and loader: the checkpoint hook's rotation is crash-safe, but a
+    file is written in place (not atomically), and it is read by
+    ``torch.load`` with torch's default ``weights_only=True`` and no
+    allow-list (``--trust-checkpoint`` and URL caching do not apply).  The
+    checkpoints it writes load so (:class:`~vattn_mm.engine.PlainMessageHubHook`).
+
+    Gradient clipping by norm (``optim_wrapper.clip_grad``) is refused under
+    ``FSDPStrategy`` (and :class:`~vattn_mm.engine.ResumableFSDPStrategy`): mmengine's ``OptimWrapper`` clips each rank's gradient
+    shard by that shard's norm, so the ranks' weights would drift apart.
+    """
+
+    @classmethod
+    def from_cfg(cls, cfg) -> 'SafeFlexibleRunner':
+        strategy = cfg.get('strategy') or {}
+        clip = (cfg.get('optim_wrapper') or {}).get('clip_grad') or {}
+        if is_fsdp(strategy) and clip and clip.get('type', 'norm') == 'norm':
+            raise ValueError(
+                f'optim_wrapper.clip_grad={dict(clip)} under FSDPStrategy: mmengine clips each '
+                'gradient shard by its own norm, not by the norm of the whole gradient; '
+                'remove clip_grad (or train with DDP)')
+        return super().from_cfg(cfg)
