@@ -98,6 +98,7 @@ def test_users_quadtree_maskrcnn_command_on_demo_data(demo_data, tmp_path):
         'train_dataloader.dataset.data_prefix.img=train/',
         f'train_dataloader.dataset.metainfo.classes={classes}',
         'train_dataloader.dataset.pipeline.2.scale=(128,128)',
+        'val_dataloader.dataset.pipeline.1.scale=(128,128)',
         'train_dataloader.batch_size=4', 'train_dataloader.num_workers=0',
         'train_dataloader.persistent_workers=False',
         f'val_dataloader.dataset.data_root={coco}',
