@@ -423,6 +423,20 @@ def time_training_step(model: nn.Module, x: torch.Tensor, amp: bool, steps: int 
         scaler.update()
         losses.append(loss.detach())
 
+    seconds, peak, _ = _timed(step, device, steps, warmup)
+    if not all(torch.isfinite(loss) for loss in losses):
+        raise AssertionError(f'non-finite loss: {[loss.item() for loss in losses]}')
+    metrics = {'step ms': round(seconds * 1e3, 1), 'loss': losses[-1].item()}
+    if peak is not None:
+        metrics['peak MiB'] = round(peak)
+    return metrics
+
+
+def _timed(step: Callable[[], Any], device: torch.device, steps: int,
+           warmup: int) -> tuple[float, Optional[float], Any]:
+    """Mean seconds of ``steps`` calls of ``step`` after ``warmup`` untimed
+    ones, the peak memory of the timed calls on CUDA (MiB; ``None``
+    elsewhere) and the last call's result."""
     for _ in range(warmup):
         step()
     synchronize(device)
@@ -430,15 +444,11 @@ def time_training_step(model: nn.Module, x: torch.Tensor, amp: bool, steps: int 
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
     for _ in range(steps):
-        step()
+        result = step()
     synchronize(device)
     seconds = (time.perf_counter() - start) / steps
-    if not all(torch.isfinite(loss) for loss in losses):
-        raise AssertionError(f'non-finite loss: {[loss.item() for loss in losses]}')
-    metrics = {'step ms': round(seconds * 1e3, 1), 'loss': losses[-1].item()}
-    if device.type == 'cuda':
-        metrics['peak MiB'] = round(torch.cuda.max_memory_allocated(device) / 2**20)
-    return metrics
+    peak = (torch.cuda.max_memory_allocated(device) / 2**20 if device.type == 'cuda' else None)
+    return seconds, peak, result
 
 
 # ------------------------------------------------------------------ fast paths on vs off
@@ -475,18 +485,7 @@ def _measure(model: nn.Module, x: torch.Tensor, mode: str, amp: bool, steps: int
             _loss(outs).backward()
         return outs[0].detach()
 
-    for _ in range(warmup):
-        step()
-    synchronize(device)
-    if device.type == 'cuda':
-        torch.cuda.reset_peak_memory_stats(device)
-    start = time.perf_counter()
-    for _ in range(steps):
-        out = step()
-    synchronize(device)
-    seconds = (time.perf_counter() - start) / steps
-    peak = (torch.cuda.max_memory_allocated(device) / 2**20 if device.type == 'cuda' else None)
-    return seconds, peak, out
+    return _timed(step, device, steps, warmup)
 
 
 def fast_path_verdict(time_ratio: float, memory_ratio: Optional[float]) -> str:
