@@ -103,7 +103,7 @@ def test_import_changes_nothing_that_exists():
     assert json.loads(lines['IMPORTED']).startswith(str(ROOT)), lines['IMPORTED']
     report = json.loads(lines['REPORT'])
     assert not report, 'import vattn_mm changed what exists:\n' + json.dumps(report, indent=1)
-    assert json.loads(lines['NEW_RUNNERS']) == ['SafeRunner']  # registering still happens
+    assert json.loads(lines['NEW_RUNNERS']) == ['SafeFlexibleRunner', 'SafeRunner']  # registering still happens
 
 
 def test_tools_add_the_runtime_fragment_to_configs_without_it(tmp_path):
