@@ -11,6 +11,7 @@ import pytest
 from vattn_mm.analysis.bench import Row, read_csv, write_csv
 from vattn_mm.analysis.zoo import (TASKS, Accuracy, earlier_runs, read_accuracy_csv,
                                    write_dataclass_csv)
+from vattn_mm.analysis.zoo.probe_study import read_probe_csv
 
 from ..tools import load_tool
 
@@ -77,3 +78,54 @@ def test_report_from_earlier_runs(tmp_path):
     assert '| hilo | 10 | 15 |' in (out / 'zoo.md').read_text()
     with pytest.raises(FileNotFoundError, match='neither'):
         earlier_runs([tmp_path / 'out' / 'runs'], ['sra'])
+
+
+def _zoo(*args, timeout=600):
+    return subprocess.run([sys.executable, str(TOOL.ROOT / 'tools/analysis/zoo.py'), *args],
+                          cwd=TOOL.ROOT, capture_output=True, text=True, timeout=timeout)
+
+
+def test_probe_study_quick_end_to_end(tmp_path):
+    """``--parts probes --quick``: both axes (a subset), every run in the CSV,
+    the report between the page's probe markers, both figures."""
+    out, page = tmp_path / 'probes', tmp_path / 'zoo.md'
+    page.write_text('# zoo\n<!-- zoo:probes -->\nold\n<!-- /zoo:probes -->\ntail\n')
+    res = _zoo('--parts', 'probes', '--quick', '--variants', 'swin', 'global', '--probes',
+               'long_range', 'resolution', '--positions', 'none', 'absolute', '--tokenisers',
+               'overlap', '--out-dir', str(out), '--docs', str(page))
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+    runs = read_probe_csv(out / 'zoo_probes.csv')
+    assert sorted((r.design, r.probe, r.seed) for r in runs) == sorted(
+        [(f'mixer:{v}', p, s) for v in ('swin', 'global') for p in ('long_range', 'resolution')
+         for s in (0, 1)] + [(f'position:{p}+overlap', 'resolution', s)
+                             for p in ('none', 'absolute') for s in (0, 1)])
+    assert all(not r.error and r.peak_rss_mib > 0 and set(r.scores) == set(r.trivial)
+               for r in runs)
+    text = page.read_text()
+    assert 'old' not in text and text.endswith('tail\n') and '**Token mixers**' in text
+    assert '![zoo_capability](zoo_capability.png)' in text
+    assert (tmp_path / 'zoo_resolution.png').stat().st_size > 0
+    assert not (out / 'zoo_speed.csv').exists()      # only the part asked for ran
+
+
+@pytest.mark.parametrize('limit, reason', [(('--probe-memory-mib', '50'), 'resident memory'),
+                                           (('--time-budget-min', '0.02'), 'time budget')])
+def test_probe_study_stops_at_its_caps(tmp_path, limit, reason):
+    """A process past the memory cap, or a study past its time budget, is
+    stopped; its runs carry the reason and the tool exits 1."""
+    out = tmp_path / 'probes'
+    res = _zoo('--parts', 'probes', '--quick', '--axes', 'mixer', '--variants', 'swin',
+               '--probes', 'resolution', '--out-dir', str(out), *limit)
+    assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
+    runs = read_probe_csv(out / 'zoo_probes.csv')
+    assert len(runs) == 2 and all(reason in r.error for r in runs)
+
+
+def test_probe_options_are_checked():
+    with pytest.raises(SystemExit):
+        TOOL.parse_args(['--parts', 'probes', '--scale', 'gpu'])          # sized for a GPU
+    with pytest.raises(SystemExit):
+        TOOL.parse_args(['--parts', 'probes', '--time-budget-min', '0'])
+    args = TOOL.parse_args(['--parts', 'probes', '--quick'])
+    assert args.scale == 'smoke' and args.probe_seeds == [0, 1]
+    assert TOOL.parse_args(['--parts', 'probes']).probe_seeds == [0, 1, 2]

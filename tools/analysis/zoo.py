@@ -6,6 +6,8 @@ architecture (``configs/_base_/backbones/zoo_*.py``), measured the same way.
     python tools/analysis/zoo.py --quick --variants sra hilo   # tiny widths, a smoke run
     python tools/analysis/zoo.py --matching                    # the cost-matching table
     python tools/analysis/zoo.py --report-from work_dirs/zoo work_dirs/zoo2 --docs docs/zoo.md
+    python tools/analysis/zoo.py --parts probes --docs docs/zoo.md   # the probe study (CPU)
+    python tools/analysis/zoo.py --parts probes --scale gpu --device cuda --docs docs/zoo.md
 
 Per variant, backbone + FPN neck (mmdet ``FPN``, 256 channels, 5 outputs),
 batch 1:
@@ -28,6 +30,16 @@ batch 1:
   ``configs/zoo/<variant>_{upernet,maskrcnn}_demo.py``, once per seed (a
   fresh process each: train, then test).
 
+* **probes** (``--parts probes``): the probe study of
+  :mod:`vattn_mm.analysis.zoo.probe_study`: each design of ``--axes``
+  (mixer: every variant; position: every encoding x tokeniser) trained
+  from scratch on each of its probes once per ``--probe-seeds`` seed, one
+  process per design (``--jobs`` at a time), stopped where its resident
+  memory passes ``--probe-memory-mib`` or the study passes
+  ``--time-budget-min``; written to ``zoo_probes.csv``, ``zoo_probes.md``,
+  ``zoo_resolution.png``, ``zoo_capability.png`` (``--docs``: between the
+  page's ``<!-- zoo:probes -->`` markers).
+
 Writes to ``--out-dir``: ``zoo_speed.csv``, ``zoo_scaling.csv``,
 ``zoo_accuracy.csv``, ``zoo.md`` (the tables), ``zoo_latency.png``,
 ``zoo_memory.png``, ``zoo_accuracy.png`` and the training logs under
@@ -42,6 +54,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Optional
@@ -53,6 +68,10 @@ from vattn_mm.analysis.zoo import (TASKS, Accuracy, Scaling, earlier_runs, headl
                                    matching_table, plot, report, scaling, summarize_accuracy,
                                    sweep, train_and_test_here, update_page, variants,
                                    write_dataclass_csv)
+from vattn_mm.analysis.zoo.probe_report import (PROBES_BEGIN, PROBES_END, plot_probes,
+                                                probe_report)
+from vattn_mm.analysis.zoo.probe_study import (AXES, POSITION_ENCODINGS, SCALES, TOKENISERS,
+                                               ProbeRun, designs, read_probe_csv, run_probe)
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL_SIZES = (256, 512, 1024, 2048)
@@ -60,6 +79,8 @@ FULL_TRAIN_MAX_SIZE = 1024
 #: demo training iterations per run (60 runs: 15 variants x 2 tasks x 2 seeds)
 FULL_TRAIN_ITERS = 60
 QUICK_SIZES = (64, 96)
+#: what a probe worker prints before each run's JSON
+PROBE_TAG = 'PROBE_RUN '
 
 
 def train_and_test(variant: str, task: str, seed: int, *, data_root: Path, iters: int,
@@ -112,14 +133,138 @@ def accuracy_runs(args: argparse.Namespace, root: Path, out: Path) -> list[Accur
     return [done[j] for j in jobs]
 
 
+def probe_worker(spec: dict) -> None:
+    """Every (probe, seed) of one design in this process, one tagged JSON
+    line each as it ends (a failed run is reported and the next one runs)."""
+    import resource
+
+    import torch
+
+    import vattn_mm  # noqa: F401  (registers the layers)
+    from vattn_mm.analysis.zoo.probe_study import Scale
+    torch.set_num_threads(spec['threads'])
+    scale = Scale(**spec['scale'])
+    for probe, seed in spec['runs']:
+        try:
+            run = run_probe(spec['design'], probe, seed, scale, spec['device'])
+        except Exception as e:  # noqa: BLE001  (recorded in the CSV; the next run goes on)
+            run = ProbeRun(spec['design'], probe, seed, error=f'{type(e).__name__}: {e}')
+        run.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(PROBE_TAG + json.dumps(run.__dict__), flush=True)
+
+
+def _resident_mib(pid: int) -> float:
+    """Another process's resident size (``VmRSS``; the package reads only
+    its own process's, :mod:`vattn_mm.analysis.bench.memory`); 0 where
+    ``/proc`` cannot tell."""
+    try:
+        with open(f'/proc/{pid}/status') as f:
+            for line in f:
+                if line.startswith('VmRSS:'):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.
+
+
+def design_runs(design: str, runs: list, *, scale: str, device: str, threads: int,
+                memory_mib: float, deadline: float) -> list[ProbeRun]:
+    """:func:`probe_worker` of ``design`` in a fresh process, killed where
+    its resident memory passes ``memory_mib`` or the clock passes
+    ``deadline``; the runs it did not finish carry the reason."""
+    from dataclasses import asdict
+    spec = dict(design=design, runs=runs, scale=asdict(SCALES[scale]), device=device,
+                threads=threads)
+    cmd = [sys.executable, str(Path(__file__).resolve()), '--probe-worker', json.dumps(spec)]
+    errors = tempfile.TemporaryFile('w+')     # a pipe could fill and stall the worker
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=errors, text=True,
+                            cwd=ROOT, env={**os.environ, 'OMP_NUM_THREADS': str(threads)})
+    stopped: list = []
+
+    def watch() -> None:
+        while proc.poll() is None:
+            rss = _resident_mib(proc.pid)
+            if rss > memory_mib:
+                stopped.append(f'stopped: resident memory {rss:.0f} MiB passed the cap of '
+                               f'{memory_mib:.0f} MiB')
+            elif time.monotonic() > deadline:
+                stopped.append('stopped: the study\'s time budget was spent')
+            if stopped:
+                proc.kill()
+                return
+            time.sleep(0.2)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    done = [ProbeRun(**json.loads(line[len(PROBE_TAG):]))
+            for line in proc.stdout if line.startswith(PROBE_TAG)]
+    proc.wait()
+    watcher.join()
+    errors.seek(0)
+    stderr = errors.read()
+    errors.close()
+    if len(done) < len(runs):
+        lines = stderr.strip().splitlines()
+        why = stopped[0] if stopped else (f'exit {proc.returncode}: '
+                                         f'{lines[-1] if lines else "no output"}')
+        done += [ProbeRun(design, p, s, error=why) for p, s in runs[len(done):]]
+    return done
+
+
+def probe_runs(args: argparse.Namespace, out: Path) -> list[ProbeRun]:
+    """The probe study: every design of ``args.axes``, ``args.jobs`` processes
+    at a time; ``zoo_probes.csv`` rewritten as each design ends."""
+    jobs = []
+    for axis in args.axes:
+        probes = [p for p in AXES[axis] if p in args.probes]
+        for design in designs(axis, args.variants, args.positions, args.tokenisers):
+            runs = [[p, s] for s in args.probe_seeds for p in probes]   # seed-major
+            if runs:
+                jobs.append((design, runs))
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    deadline = time.monotonic() + args.time_budget_min * 60
+    done: dict = {}
+
+    def run(job: tuple) -> list[ProbeRun]:
+        print(f'[zoo] probes: {job[0]} ({len(job[1])} runs)', flush=True)
+        return design_runs(*job, scale=args.scale, device=args.device, threads=threads,
+                           memory_mib=args.probe_memory_mib, deadline=deadline)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = {pool.submit(run, job): job[0] for job in jobs}
+        for future in as_completed(futures):
+            done[futures[future]] = future.result()
+            write_dataclass_csv([r for d, _ in jobs if d in done for r in done[d]],
+                                out / 'zoo_probes.csv', ProbeRun)
+    return [r for d, _ in jobs for r in done[d]]
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description='Measure the attention zoo (docs/zoo.md)')
     parser.add_argument('--variants', nargs='+', help=f'default: all ({", ".join(variants())})')
     parser.add_argument('--quick', action='store_true',
                         help='smoke run: tiny widths, sizes 64 and 96, 2 training iterations on a '
                              'small demo set, 1 seed')
-    parser.add_argument('--parts', nargs='+', choices=('speed', 'accuracy'),
-                        default=['speed', 'accuracy'])
+    parser.add_argument('--parts', nargs='+', choices=('speed', 'accuracy', 'probes'),
+                        default=['speed', 'accuracy'],
+                        help='probes: the probe study (not in the default parts)')
+    parser.add_argument('--scale', choices=('cpu', 'gpu'), default='cpu',
+                        help='probe study size: cpu (fits 90 min on 2 cores) or gpu (wider, '
+                             'longer; --device cuda)')
+    parser.add_argument('--axes', nargs='+', choices=tuple(AXES), default=list(AXES),
+                        help='probe study axes: mixer (each variant) and position (encoding x '
+                             'tokeniser with global attention)')
+    parser.add_argument('--probes', nargs='+', choices=tuple(AXES['mixer']),
+                        default=list(AXES['mixer']), help='probes to run (each axis runs its own)')
+    parser.add_argument('--positions', nargs='+', choices=POSITION_ENCODINGS,
+                        default=list(POSITION_ENCODINGS), help='position axis: encodings')
+    parser.add_argument('--tokenisers', nargs='+', choices=tuple(TOKENISERS),
+                        default=list(TOKENISERS), help='position axis: tokenisers')
+    parser.add_argument('--probe-seeds', nargs='+', type=int,
+                        help='probe seeds (default 0 1 2; quick: 0 1)')
+    parser.add_argument('--probe-memory-mib', type=float, default=4096,
+                        help='stop a probe process whose resident memory passes this')
+    parser.add_argument('--time-budget-min', type=float, default=90,
+                        help='wall-clock budget of the probe study; unfinished runs are '
+                             'recorded as stopped')
     parser.add_argument('--sizes', nargs='+', type=int,
                         help=f'square input sides, ascending (default {list(FULL_SIZES)})')
     parser.add_argument('--ref-size', type=int,
@@ -165,8 +310,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='measure nothing: print the parameters / GMACs table at 224x224 '
                              '(backbones, vs the reference)')
     parser.add_argument('--train-worker', help=argparse.SUPPRESS)
+    parser.add_argument('--probe-worker', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.train_worker or args.matching:
+    if args.train_worker or args.probe_worker or args.matching:
         return args
     known = variants()
     args.variants = args.variants or known
@@ -182,6 +328,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     if 'speed' in args.parts and args.ref_size not in args.sizes:
         parser.error(f'--ref-size {args.ref_size} is not one of --sizes {args.sizes}')
     args.seeds = args.seeds or ([0] if args.quick else [0, 1])
+    args.probe_seeds = args.probe_seeds or ([0, 1] if args.quick else [0, 1, 2])
+    if args.scale == 'gpu' and not args.device.startswith('cuda'):
+        parser.error('--scale gpu is sized for a GPU: add --device cuda')
+    if args.quick:
+        args.scale = 'smoke'
+    if args.time_budget_min <= 0 or args.probe_memory_mib <= 0:
+        parser.error('--time-budget-min and --probe-memory-mib must be positive')
     args.jobs = args.jobs or min(2, os.cpu_count() or 1)
     if args.jobs < 1:
         parser.error('--jobs must be >= 1')
@@ -236,11 +389,23 @@ def main(argv=None) -> int:
     if args.train_worker:
         print(json.dumps(train_and_test_here(json.loads(args.train_worker))))
         return 0
+    if args.probe_worker:
+        probe_worker(json.loads(args.probe_worker))
+        return 0
     if args.matching:
         print(matching_table())
         return 0
     out = Path(args.out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    status = 0
+    if set(args.parts) & {'speed', 'accuracy'}:
+        status = speed_and_accuracy(args, out)
+    if 'probes' in args.parts:
+        status = max(status, probes_part(args, out))
+    return status
+
+
+def speed_and_accuracy(args: argparse.Namespace, out: Path) -> int:
     if args.report_from:
         rows, runs = earlier_runs(args.report_from, args.variants)
         write_csv(rows, out / 'zoo_speed.csv')
@@ -269,6 +434,35 @@ def main(argv=None) -> int:
     unmeasured = [s.variant for s in scales if not s.sizes]
     return 1 if unmeasured or any(r.error for r in runs) else 0
 
+
+def probes_part(args: argparse.Namespace, out: Path) -> int:
+    """The probe study (or, with ``--report-from``, the last earlier one) and its report."""
+    start = time.monotonic()
+    if args.report_from:
+        found = [d / 'zoo_probes.csv' for d in args.report_from if (d / 'zoo_probes.csv').is_file()]
+        if not found:
+            raise FileNotFoundError(f'no zoo_probes.csv in {args.report_from}')
+        runs = read_probe_csv(found[-1])
+        write_dataclass_csv(runs, out / 'zoo_probes.csv', ProbeRun)
+        took = ''
+    else:
+        runs = probe_runs(args, out)
+        took = f', took {(time.monotonic() - start) / 60:.0f} min'
+    scale = SCALES[args.scale]
+    arch = scale.arch
+    how = (f'{args.device}, fp32, {args.scale} scale: the first {len(arch["depths"])} stages '
+           f'(widths {arch["embed_dims"]}, one block each) + a linear head, {scale.iters} AdamW '
+           f'steps of batch {scale.batch} on fresh draws, mIoU on {scale.eval_images} fixed '
+           f'evaluation images; seeds {args.probe_seeds}; {args.jobs} processes at a time on '
+           f'{os.cpu_count()} cores{took}')
+    text = probe_report(runs, how)
+    (out / 'zoo_probes.md').write_text(text + '\n')
+    figures = plot_probes(runs, out)
+    if args.docs is not None:
+        update_page(args.docs, text, figures, markers=(PROBES_BEGIN, PROBES_END))
+    print(text)
+    print(f'\nwritten: {out}/zoo_probes.csv, zoo_probes.md, figures')
+    return 1 if any(r.error for r in runs) else 0
 
 
 if __name__ == '__main__':

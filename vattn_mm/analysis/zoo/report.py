@@ -202,18 +202,18 @@ def write_dataclass_csv(items: Sequence[Any], path: Path, cls: type) -> None:
                              else d[fl.name] for fl in fields(cls)])
 
 
-def update_page(page: Path, table: str, figures: Sequence[Path]) -> None:
-    """Replace what lies between the page's result markers; copy the figures
-    next to the page."""
+def update_page(page: Path, table: str, figures: Sequence[Path],
+                markers: tuple[str, str] = (RESULTS_BEGIN, RESULTS_END)) -> None:
+    """Replace what lies between the page's ``markers`` (default the results
+    section's); copy the figures next to the page."""
+    begin, end = markers
     text = page.read_text()
-    if RESULTS_BEGIN not in text or RESULTS_END not in text:
-        raise ValueError(f'{page} has no {RESULTS_BEGIN} ... {RESULTS_END} section')
+    if begin not in text or end not in text:
+        raise ValueError(f'{page} has no {begin} ... {end} section')
     links = []
     for fig in figures:
         shutil.copyfile(fig, page.parent / fig.name)
         links.append(f'![{fig.stem}]({fig.name})')
-    head, rest = text.split(RESULTS_BEGIN, 1)
-    _, tail = rest.split(RESULTS_END, 1)
-    page.write_text(f'{head}{RESULTS_BEGIN}\n{table}\n\n' + '\n'.join(links)
-                    + f'\n{RESULTS_END}{tail}')
-
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    page.write_text(f'{head}{begin}\n{table}\n\n' + '\n'.join(links) + f'\n{end}{tail}')

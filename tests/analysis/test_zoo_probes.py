@@ -1,0 +1,223 @@
+"""The zoo's probe study: the probes' labels mean what they say, the metric,
+the ranking protocol, the designs, one training run and the report
+(vattn_mm/analysis/zoo/probes.py, probe_study.py, ranking.py,
+probe_report.py; the tool end to end: tests/analysis/test_zoo_tool.py)."""
+import math
+
+import numpy as np
+import pytest
+
+from vattn_mm.analysis.zoo.probe_report import plot_probes, probe_report, seed_scores
+from vattn_mm.analysis.zoo.probe_study import (SCALES, ProbeRun, Scale, design_backbone,
+                                               designs, is_trivial, run_probe)
+from vattn_mm.analysis.zoo.probes import (CUE_COLOURS, LONG_RANGE_GAP, PROBES, confusion,
+                                          get_probe, mean_iou, trivial_miou)
+from vattn_mm.analysis.zoo.ranking import (discriminates, estimate, supported_claims,
+                                           supported_ranks, welch_p)
+
+
+# ------------------------------------------------------------------ probes
+@pytest.mark.parametrize('name', list(PROBES))
+def test_probe_draws_are_seeded_and_labelled(name):
+    probe = get_probe(name)
+    x, y = probe.sample(3, 4)
+    assert x.shape == (4, 3, probe.train_side, probe.train_side) and x.dtype == np.float32
+    assert y.shape == (4, probe.train_side, probe.train_side) and y.dtype == np.int64
+    assert np.isfinite(x).all() and 0 <= y.min() and y.max() < probe.num_classes
+    again = probe.sample(3, 4)
+    assert np.array_equal(x, again[0]) and np.array_equal(y, again[1])
+    assert not np.array_equal(x, probe.sample(4, 4)[0])
+    assert not np.array_equal(x, probe.sample(3, 4, split='eval')[0])
+    for side in probe.eval_sides:
+        assert probe.sample(0, 1, side, split='eval')[1].shape == (1, side, side)
+    assert (y > 0).any(axis=(1, 2)).all()            # every image has objects
+
+
+def test_probe_refusals():
+    with pytest.raises(ValueError, match='unknown probe'):
+        get_probe('nope')
+    with pytest.raises(ValueError, match='below 32'):
+        get_probe('resolution').sample(0, 1, 16)
+    with pytest.raises(ValueError, match='split'):
+        get_probe('resolution').sample(0, 1, split='test')
+    with pytest.raises(ValueError, match='long_range needs a side'):
+        get_probe('long_range').sample(0, 1, 64)
+
+
+def test_long_range_label_is_the_far_cue():
+    """Every object pixel's class is 1 + the index of the cue's colour, and
+    no object pixel lies within LONG_RANGE_GAP pixels of the cue."""
+    probe = get_probe('long_range')
+    x, y = probe.sample(0, 24)
+    for image, label in zip(x, y):
+        hits = [k for k, c in enumerate(CUE_COLOURS)
+                if np.all(np.abs(image - c[:, None, None]) < 1e-6, axis=0).sum() == 100]
+        assert len(hits) == 1                        # one 10 x 10 cue
+        cue = np.argwhere(np.all(np.abs(image - CUE_COLOURS[hits[0]][:, None, None]) < 1e-6, 0))
+        assert set(np.unique(label[label > 0])) == {1 + hits[0]}
+        objects = np.argwhere(label > 0)
+        gap = np.sqrt(((objects[:, None] - cue[None]) ** 2).sum(-1)).min()
+        assert gap >= LONG_RANGE_GAP
+        # the objects' own pixels do not tell the class: one grey level each
+        rgb = image[:, label > 0]
+        assert np.allclose(rgb[0], rgb[1]) and np.allclose(rgb[1], rgb[2])
+
+
+def test_resolution_keeps_pixel_size_and_density():
+    """At 4x the pixels the objects keep their pixel size (density constant):
+    the foreground fraction is about the same, the object count ~4x."""
+    probe = get_probe('resolution')
+    small = probe.sample(0, 64, 64, split='eval')[1]
+    large = probe.sample(0, 64, 128, split='eval')[1]
+    frac = [(y > 0).mean() for y in (small, large)]
+    assert 0.7 < frac[1] / frac[0] < 1.4
+
+
+def test_scale_range_spans_sizes():
+    """Objects from a few pixels to a large part of the image."""
+    probe = get_probe('scale_range')
+    _, y = probe.sample(0, 96)
+    areas = []
+    for label in y:
+        for cls in range(1, probe.num_classes):
+            if (label == cls).any():
+                areas.append((label == cls).sum())
+    assert min(areas) <= 30 and max(areas) >= 0.25 * probe.train_side ** 2
+
+
+def test_fine_structure_is_thin_and_open_differs_from_closed():
+    """Curve pixels are thin (an erosion by a 3x3 square removes them all
+    but a few); both classes occur."""
+    probe = get_probe('fine_structure')
+    _, y = probe.sample(0, 16)
+    fg = y > 0
+    eroded = fg.copy()
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            eroded &= np.roll(np.roll(fg, dy, 1), dx, 2)
+    assert eroded.sum() < 0.05 * fg.sum()
+    assert {1, 2} <= set(np.unique(y))
+
+
+# ------------------------------------------------------------------ metric
+def test_confusion_and_mean_iou():
+    label = np.array([[0, 0, 1, 1]])
+    pred = np.array([[0, 1, 1, 1]])
+    conf = confusion(pred, label, 3)
+    assert conf.tolist() == [[1, 1, 0], [0, 2, 0], [0, 0, 0]]
+    assert mean_iou(conf) == pytest.approx((1 / 2 + 2 / 3) / 2)   # class 2 absent: not counted
+    assert trivial_miou(np.array([[0, 0, 0, 1]]), 2) == pytest.approx(3 / 4 / 2)
+    with pytest.raises(ValueError, match='shape'):
+        confusion(pred, label[:, :3], 3)
+
+
+# ------------------------------------------------------------------ protocol
+def test_estimate_is_the_t_interval():
+    e = estimate([1., 2., 3.])
+    assert e.mean == 2 and e.n == 3
+    assert e.half == pytest.approx(4.302653 / math.sqrt(3), rel=1e-6)
+    assert math.isinf(estimate([1.]).half)
+    with pytest.raises(ValueError):
+        estimate([])
+
+
+def test_ranking_claims_only_supported_differences():
+    scores = {'a': [0.90, 0.91, 0.89], 'b': [0.50, 0.52, 0.49], 'c': [0.51, 0.48, 0.50],
+              'd': [0.2]}
+    claims = supported_claims(scores)
+    assert {(c.better, c.worse) for c in claims} == {('a', 'b'), ('a', 'c')}
+    assert all(c.p <= 0.05 for c in claims)
+    assert supported_ranks(scores) == {'a': 1, 'b': 2, 'c': 2, 'd': 1}   # one seed: no claim
+    assert discriminates(scores['a'], scores['b'])
+    assert not discriminates(scores['b'], scores['c'])
+    assert welch_p([1., 1.], [2., 2.]) == 0 and welch_p([1.], [2., 3.]) == 1
+
+
+def test_holm_correction_withholds_marginal_claims():
+    """Many designs with the same distribution: no pair is claimed."""
+    rng = np.random.default_rng(0)
+    scores = {f'd{i}': list(rng.normal(0.5, 0.05, 3)) for i in range(12)}
+    assert supported_claims(scores) == []
+    assert set(supported_ranks(scores).values()) == {1}
+
+
+# ------------------------------------------------------------------ designs, runs
+def test_designs_of_both_axes():
+    assert 'mixer:swin' in designs('mixer') and len(designs('position')) == 32
+    swin = design_backbone('mixer:swin', SCALES['cpu'])
+    assert len(swin['mixer']) == 2 and swin['arch']['depths'] == [1, 1]
+    absolute = design_backbone('position:absolute+overlap', SCALES['cpu'])
+    assert [p['grid_size'] for p in absolute['position']] == [16, 8]     # the 64 px grid
+    assert absolute['ffn'] == dict(type='MLP')
+    assert design_backbone('position:convffn+ceit', SCALES['cpu'])['ffn'] == dict(type='ConvFFN')
+    assert design_backbone('position:lepe+overlap', SCALES['cpu'])['mixer']['lepe'] is True
+    for bad, match in (('mixer:nope', 'unknown zoo variant'), ('pos:x', 'bad design'),
+                       ('position:none+nope', 'unknown tokeniser'),
+                       ('position:nope+overlap', 'unknown position')):
+        with pytest.raises(ValueError, match=match):
+            design_backbone(bad, SCALES['cpu'])
+    with pytest.raises(ValueError, match='unknown position encodings'):
+        designs('position', positions=['nope'])
+
+
+def test_run_is_reproducible_and_learns():
+    """The same seed gives the same scores; 60 steps of a CPE design on the
+    resolution probe leave the trivial solution."""
+    scale = Scale(SCALES['cpu'].arch, iters=60, batch=4, lr=3e-3, eval_images=8, head_dims=16)
+    runs = [run_probe('position:cpe+overlap', 'resolution', 0, scale) for _ in range(2)]
+    assert runs[0].scores == runs[1].scores and set(runs[0].scores) == {'64', '88', '128'}
+    assert not is_trivial(runs[0]) and runs[0].foreground['64'] > 0.3
+    assert all(runs[0].scores[s] > runs[0].trivial[s] for s in runs[0].scores)
+
+
+# ------------------------------------------------------------------ report
+def _runs(a_mean, b_mean):
+    rng = np.random.default_rng(1)
+    out = []
+    for design, mean in (('mixer:swin', a_mean), ('mixer:global', b_mean)):
+        for seed in range(3):
+            v = float(mean + rng.normal(0, 0.01))
+            out.append(ProbeRun(design, 'long_range', seed, {'128': v}, {'128': 0.19},
+                                {'128': 0.05 if mean < 0.3 else 0.9}, params=90_000))
+    for pos in ('absolute', 'cpe'):
+        for seed in range(3):
+            out.append(ProbeRun(f'position:{pos}+overlap', 'resolution', seed,
+                                {'64': 0.6, '88': 0.6, '128': 0.5 + 0.1 * (pos == 'cpe') + seed / 1e3},
+                                {'64': 0.2, '88': 0.2, '128': 0.2},
+                                {'64': 0.8, '88': 0.8, '128': 0.8}))
+    return out
+
+
+def test_report_tables_and_figures(tmp_path):
+    runs = _runs(0.22, 0.88) + [ProbeRun('mixer:swin', 'scale_range', 0, error='boom')]
+    text = probe_report(runs, 'set-up')
+    assert '| long_range |' in text and '| swin / global |' in text and '| yes |' in text
+    assert 'global > swin' in text and '⚠3 trivial' in text       # swin never found the discs
+    assert '| absolute | 0.600 -> 0.501 ±' in text and 'cpe+overlap > absolute+overlap' in text
+    assert '| mixer | params | long_range (rank) |' in text     # no mixer ran resolution
+    assert 'failed: 1' in text and 'boom' in text
+    assert seed_scores(runs, 'resolution', '64')['position:cpe+overlap'] == [0.6] * 3
+    assert {p.name for p in plot_probes(runs, tmp_path)} == {'zoo_resolution.png',
+                                                             'zoo_capability.png'}
+    same = probe_report(_runs(0.5, 0.5), 'set-up')
+    assert '**no**' in same and '0 of 1 pairs separated' in same
+
+
+@pytest.mark.parametrize('scale', ['cpu', 'gpu'])
+def test_every_design_builds_and_runs(scale):
+    """Every design of both axes at both scales builds and maps an image of
+    each probe's sides to per-pixel logits (a design that cannot is caught
+    here, not in an hour-long study)."""
+    import torch
+
+    from vattn_mm.analysis.zoo.probe_study import AXES, build_probe_net
+    s = SCALES[scale]
+    torch.manual_seed(0)
+    for axis, probes in AXES.items():
+        sides = sorted({side for p in probes for side in get_probe(p).eval_sides})
+        for design in designs(axis):
+            net = build_probe_net(design_backbone(design, s), 3, 8).eval()
+            for side in sides:
+                with torch.no_grad():
+                    out = net(torch.randn(1, 3, side, side))
+                assert out.shape == (1, 3, side, side) and torch.isfinite(out).all(), design

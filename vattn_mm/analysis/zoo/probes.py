@@ -1,0 +1,233 @@
+"""The zoo's probes: procedurally generated dense tasks, each isolating one
+property of a design (docs/zoo.md, "Probes").  Every probe draws images
+[N, 3, H, W] (float32) and per-pixel labels [N, H, W] (int64, 0 =
+background) from a seed, at any side, so a study ships no data.
+
+* ``resolution``: filled discs, squares and triangles of a fixed pixel size
+  (radius 5-10) at a constant density; trained at one side, evaluated at 1x,
+  ~2x and 4x the pixels (what a position encoding does on a new grid).
+* ``long_range``: grey discs whose class is the colour of a cue square at
+  the image's opposite edge, at least :data:`LONG_RANGE_GAP` pixels away (a
+  mixer that sees no further cannot know it).
+* ``scale_range``: the three shape classes, each object a random colour,
+  radius log-uniform from 2 pixels to 44 % of the side (a uniform interior
+  says nothing about its outline: large objects need wide context, small
+  ones resolution).
+* ``fine_structure``: curves one or two pixels wide, closed ellipses or open
+  arcs of the same ellipses, over clutter: the classes are decided on thin
+  boundaries, and an arc is told from a loop only along the curve.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+
+#: the smallest distance (pixels) from the long-range cue to an object pixel
+LONG_RANGE_GAP = 64
+#: the cue colours of the long-range probe (class 1 + index)
+CUE_COLOURS = np.array([[1.0, 0.1, 0.1], [0.1, 1.0, 0.1], [0.1, 0.2, 1.0], [1.0, 1.0, 0.1]],
+                       np.float32)
+SHAPES = ('disc', 'square', 'triangle')
+SPLITS = ('train', 'eval')
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe: its generator, classes and sizes.  ``eval_sides``: the
+    sides it is evaluated at (the first is the training side's score)."""
+
+    name: str
+    classes: tuple[str, ...]
+    draw: Callable[[np.random.Generator, int], tuple[np.ndarray, np.ndarray]]
+    train_side: int
+    eval_sides: tuple[int, ...]
+    summary: str
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def sample(self, seed: int, n: int, side: int | None = None, split: str = 'train'
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """``n`` images and labels of side ``side`` (default the training
+        side), the same for the same ``(seed, n, side, split)``; the
+        ``'train'`` and ``'eval'`` streams never share a draw."""
+        side = side or self.train_side
+        if side < 32:
+            raise ValueError(f'probe {self.name}: side {side} is below 32 pixels')
+        if split not in SPLITS or seed < 0:
+            raise ValueError(f'probe {self.name}: split must be one of {SPLITS} and seed >= 0, '
+                             f'got {split!r}, {seed}')
+        rng = np.random.default_rng([SPLITS.index(split), seed, side])
+        pairs = [self.draw(rng, side) for _ in range(n)]
+        return (np.stack([p[0] for p in pairs]).astype(np.float32),
+                np.stack([p[1] for p in pairs]).astype(np.int64))
+
+
+# ------------------------------------------------------------------ drawing
+def _grid(side: int) -> tuple[np.ndarray, np.ndarray]:
+    ys, xs = np.mgrid[0:side, 0:side].astype(np.float32)
+    return xs + 0.5, ys + 0.5
+
+
+def _background(rng: np.random.Generator, side: int) -> np.ndarray:
+    """Noise over a random colour gradient, [3, side, side]."""
+    xs, ys = _grid(side)
+    base = rng.uniform(0.1, 0.4, (3, 1, 1)).astype(np.float32)
+    slope = rng.uniform(-0.2, 0.2, (3, 2, 1, 1)).astype(np.float32)
+    ramp = base + (slope[:, 0] * xs + slope[:, 1] * ys) / side
+    return ramp + rng.normal(0, 0.05, (3, side, side)).astype(np.float32)
+
+
+def shape_mask(kind: str, xs: np.ndarray, ys: np.ndarray, cx: float, cy: float,
+               radius: float, angle: float) -> np.ndarray:
+    """Pixels of a filled shape of circumradius ``radius`` (a square's half
+    diagonal), rotated by ``angle``."""
+    u, v = xs - cx, ys - cy
+    if kind == 'disc':
+        return u * u + v * v <= radius * radius
+    c, s = math.cos(angle), math.sin(angle)
+    ur, vr = c * u + s * v, -s * u + c * v
+    if kind == 'square':
+        half = radius / math.sqrt(2)
+        return (np.abs(ur) <= half) & (np.abs(vr) <= half)
+    if kind == 'triangle':          # inradius radius / 2: three half-planes
+        inside = np.ones_like(u, dtype=bool)
+        for k in range(3):
+            t = 2 * math.pi * k / 3
+            inside &= math.cos(t) * ur + math.sin(t) * vr <= radius / 2
+        return inside
+    raise ValueError(f'unknown shape {kind!r}; choose from {SHAPES}')
+
+
+def _paint(image: np.ndarray, label: np.ndarray, mask: np.ndarray, colour: np.ndarray,
+           cls: int) -> None:
+    image[:, mask] = colour[:, None]
+    label[mask] = cls
+
+
+def _shapes(rng: np.random.Generator, side: int, radii: Sequence[float],
+            margin: float = 0.) -> tuple[np.ndarray, np.ndarray]:
+    """Shapes of random class and colour with the given radii (largest first,
+    so small ones stay visible), centres at least ``margin`` of the radius
+    inside the image."""
+    xs, ys = _grid(side)
+    image, label = _background(rng, side), np.zeros((side, side), np.int64)
+    for radius in sorted(radii, reverse=True):
+        lo, hi = margin * radius, side - margin * radius
+        cx, cy = rng.uniform(lo, hi, 2)
+        kind = int(rng.integers(len(SHAPES)))
+        mask = shape_mask(SHAPES[kind], xs, ys, cx, cy, radius, rng.uniform(0, 2 * math.pi))
+        _paint(image, label, mask, rng.uniform(0.45, 1.0, 3).astype(np.float32), 1 + kind)
+    return image, label
+
+
+def draw_resolution(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
+    count = max(1, round(3 * side * side / 64 ** 2 * rng.uniform(0.7, 1.3)))
+    return _shapes(rng, side, rng.uniform(5, 10, count), margin=0.5)
+
+
+def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
+    count = int(rng.integers(1, 4))
+    radii = np.exp(rng.uniform(math.log(2), math.log(0.44 * side), count))
+    return _shapes(rng, side, radii, margin=0.6)
+
+
+def draw_long_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """A cue square in a strip at one edge (left or right); grey discs in
+    the far part of the image, at least :data:`LONG_RANGE_GAP` pixels from
+    the cue, labelled 1 + the cue's colour index."""
+    cue_side, strip, max_radius = 10, 14, 10
+    # objects start LONG_RANGE_GAP past the strip on the cue's side
+    near, far = strip + LONG_RANGE_GAP, side - 2
+    if far - near < 2 * max_radius:
+        raise ValueError(f'long_range needs a side of at least {near + 2 * max_radius + 2}, '
+                         f'got {side}')
+    xs, ys = _grid(side)
+    image, label = _background(rng, side), np.zeros((side, side), np.int64)
+    cue = int(rng.integers(len(CUE_COLOURS)))
+    left = bool(rng.integers(2))
+    x0 = 2 if left else side - 2 - cue_side
+    y0 = int(rng.integers(2, side - 2 - cue_side + 1))
+    image[:, y0:y0 + cue_side, x0:x0 + cue_side] = CUE_COLOURS[cue][:, None, None]
+    for _ in range(int(rng.integers(2, 5))):
+        radius = rng.uniform(5, max_radius)
+        cx = rng.uniform(near + radius, far - radius)
+        cx = cx if left else side - cx
+        cy = rng.uniform(radius, side - radius)
+        mask = (xs - cx) ** 2 + (ys - cy) ** 2 <= radius * radius
+        _paint(image, label, mask, np.full(3, rng.uniform(0.55, 0.75), np.float32), 1 + cue)
+    return image, label
+
+
+def draw_fine_structure(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
+    """Clutter blobs, then 2-4 ellipse curves 1-2 pixels wide: class 1 closed,
+    class 2 an open arc of 35-70 % of the ellipse, same colour law."""
+    xs, ys = _grid(side)
+    image, label = _background(rng, side), np.zeros((side, side), np.int64)
+    for _ in range(int(rng.integers(2, 5))):            # clutter: soft blobs, label 0
+        cx, cy = rng.uniform(0, side, 2)
+        blob = np.exp(-((xs - cx) ** 2 + (ys - cy) ** 2) / (2 * rng.uniform(3, 8) ** 2))
+        image += blob[None] * rng.uniform(0.2, 0.5, (3, 1, 1)).astype(np.float32)
+    for _ in range(int(rng.integers(2, 5))):
+        a, b = rng.uniform(0.07, 0.22, 2) * side
+        cx, cy = rng.uniform(max(a, b) + 2, side - max(a, b) - 2, 2)
+        angle = rng.uniform(0, 2 * math.pi)
+        c, s = math.cos(angle), math.sin(angle)
+        u, v = xs - cx, ys - cy
+        ur, vr = (c * u + s * v) / a, (-s * u + c * v) / b
+        rho = np.sqrt(ur * ur + vr * vr)
+        width = rng.uniform(1.0, 2.0)
+        curve = np.abs(rho - 1) * math.sqrt(a * b) <= width / 2
+        closed = bool(rng.integers(2))
+        if not closed:
+            start, span = rng.uniform(0, 2 * math.pi), rng.uniform(0.35, 0.7) * 2 * math.pi
+            curve &= np.mod(np.arctan2(vr, ur) - start, 2 * math.pi) <= span
+        _paint(image, label, curve, rng.uniform(0.6, 1.0, 3).astype(np.float32),
+               1 if closed else 2)
+    return image, label
+
+
+PROBES: dict[str, Probe] = {p.name: p for p in (
+    Probe('resolution', ('background',) + SHAPES, draw_resolution, 64, (64, 88, 128),
+          'shapes of a fixed pixel size; trained at 64, tested at 64, 88 and 128 px'),
+    Probe('long_range', ('background', 'red cue', 'green cue', 'blue cue', 'yellow cue'),
+          draw_long_range, 128, (128,),
+          f'grey discs take the colour class of a cue >= {LONG_RANGE_GAP} px away'),
+    Probe('scale_range', ('background',) + SHAPES, draw_scale_range, 128, (128,),
+          'the shape classes at radii from 2 px to 44 % of the side'),
+    Probe('fine_structure', ('background', 'closed curve', 'open arc'), draw_fine_structure,
+          128, (128,), 'curves 1-2 px wide over clutter: closed ellipses vs open arcs'),
+)}
+
+
+def get_probe(name: str) -> Probe:
+    if name not in PROBES:
+        raise ValueError(f'unknown probe {name!r}; choose from {list(PROBES)}')
+    return PROBES[name]
+
+
+# ------------------------------------------------------------------ metric
+def confusion(pred: np.ndarray, label: np.ndarray, num_classes: int) -> np.ndarray:
+    """[num_classes, num_classes] counts, rows the truth."""
+    if pred.shape != label.shape:
+        raise ValueError(f'prediction {pred.shape} and label {label.shape} differ in shape')
+    idx = label.astype(np.int64).ravel() * num_classes + pred.astype(np.int64).ravel()
+    return np.bincount(idx, minlength=num_classes ** 2).reshape(num_classes, num_classes)
+
+
+def mean_iou(conf: np.ndarray) -> float:
+    """Mean IoU over the classes present in the truth or the prediction."""
+    tp = np.diag(conf).astype(np.float64)
+    union = conf.sum(0) + conf.sum(1) - tp
+    present = union > 0
+    return float((tp[present] / union[present]).mean())
+
+
+def trivial_miou(labels: np.ndarray, num_classes: int) -> float:
+    """The score of the trivial solution: every pixel the most frequent class."""
+    counts = np.bincount(labels.ravel(), minlength=num_classes)
+    return mean_iou(confusion(np.full_like(labels, counts.argmax()), labels, num_classes))
