@@ -10,8 +10,8 @@ import pytest
 from vattn_mm.analysis.zoo.probe_report import plot_probes, probe_report, seed_scores
 from vattn_mm.analysis.zoo.probe_study import (SCALES, ProbeRun, Scale, design_backbone,
                                                designs, is_trivial, run_probe)
-from vattn_mm.analysis.zoo.probes import (CUE_COLOURS, LONG_RANGE_GAP, PROBES, confusion,
-                                          get_probe, mean_iou, trivial_miou)
+from vattn_mm.analysis.zoo.probes import (ARC_MARK, CUE_BAND, CUE_COLOURS, LONG_RANGE_GAP,
+                                          PROBES, confusion, get_probe, mean_iou, trivial_miou)
 from vattn_mm.analysis.zoo.ranking import (discriminates, estimate, supported_claims,
                                            supported_ranks, welch_p)
 
@@ -45,18 +45,21 @@ def test_probe_refusals():
 
 
 def test_long_range_label_is_the_far_cue():
-    """Every object pixel's class is 1 + the index of the cue's colour, and
-    no object pixel lies within LONG_RANGE_GAP pixels of the cue."""
+    """Every object pixel's class is 1 + the index of the cue band's colour,
+    and no object pixel lies within LONG_RANGE_GAP pixels of the band."""
     probe = get_probe('long_range')
     x, y = probe.sample(0, 24)
+    side = probe.train_side
     for image, label in zip(x, y):
         hits = [k for k, c in enumerate(CUE_COLOURS)
-                if np.all(np.abs(image - c[:, None, None]) < 1e-6, axis=0).sum() == 100]
-        assert len(hits) == 1                        # one 10 x 10 cue
-        cue = np.argwhere(np.all(np.abs(image - CUE_COLOURS[hits[0]][:, None, None]) < 1e-6, 0))
+                if np.all(np.abs(image - c[:, None, None]) < 1e-6, 0).sum() == side * CUE_BAND]
+        assert len(hits) == 1                        # one band, CUE_BAND columns wide
+        band = np.argwhere(np.all(np.abs(image - CUE_COLOURS[hits[0]][:, None, None]) < 1e-6, 0))
+        assert set(np.unique(band[:, 1])) in ({*range(CUE_BAND)},
+                                              {*range(side - CUE_BAND, side)})
         assert set(np.unique(label[label > 0])) == {1 + hits[0]}
-        objects = np.argwhere(label > 0)
-        gap = np.sqrt(((objects[:, None] - cue[None]) ** 2).sum(-1)).min()
+        columns = np.argwhere(label > 0)[:, 1]
+        gap = np.abs(columns[:, None] - np.unique(band[:, 1])[None]).min()
         assert gap >= LONG_RANGE_GAP
         # the objects' own pixels do not tell the class: one grey level each
         rgb = image[:, label > 0]
@@ -73,30 +76,49 @@ def test_resolution_keeps_pixel_size_and_density():
     assert 0.7 < frac[1] / frac[0] < 1.4
 
 
-def test_scale_range_spans_sizes():
-    """Objects from a few pixels to a large part of the image."""
-    probe = get_probe('scale_range')
-    _, y = probe.sample(0, 96)
+def _marked_objects(name: str, n: int):
+    """Per image of probe ``name``: its class and whether its labelled
+    pixels are grey but for a mark in that class's cue colour inside them."""
+    probe = get_probe(name)
+    x, y = probe.sample(0, n)
+    for image, label in zip(x, y):
+        classes = np.unique(label[label > 0])
+        assert len(classes) == 1                     # one object (one class) an image
+        cls = int(classes[0])
+        mark = np.all(np.abs(image - CUE_COLOURS[cls - 1][:, None, None]) < 1e-6, 0)
+        grey = np.isclose(image[0], image[1]) & np.isclose(image[1], image[2])
+        obj = label == cls
+        assert mark.any() and not (mark & ~obj).any() and (grey | mark)[obj].all()
+        yield label, obj, mark
+
+
+def test_scale_range_class_is_the_centre_mark():
+    """One object an image, from a few pixels to a large part of the image;
+    its class is the colour of the mark at its centre, its other pixels are
+    grey (they do not tell the class)."""
     areas = []
-    for label in y:
-        for cls in range(1, probe.num_classes):
-            if (label == cls).any():
-                areas.append((label == cls).sum())
-    assert min(areas) <= 30 and max(areas) >= 0.25 * probe.train_side ** 2
+    for _, obj, mark in _marked_objects('scale_range', 96):
+        areas.append(obj.sum())
+        centre = np.argwhere(obj).mean(0)
+        assert np.abs(np.argwhere(mark).mean(0) - centre).max() < 0.2 * np.sqrt(obj.sum()) + 1
+    side = get_probe('scale_range').train_side
+    assert min(areas) <= 30 and max(areas) >= 0.25 * side ** 2
 
 
-def test_fine_structure_is_thin_and_open_differs_from_closed():
-    """Curve pixels are thin (an erosion by a 3x3 square removes them all
-    but a few); both classes occur."""
-    probe = get_probe('fine_structure')
-    _, y = probe.sample(0, 16)
-    fg = y > 0
-    eroded = fg.copy()
-    for dy in (-1, 0, 1):
-        for dx in (-1, 0, 1):
-            eroded &= np.roll(np.roll(fg, dy, 1), dx, 2)
-    assert eroded.sum() < 0.05 * fg.sum()
-    assert {1, 2} <= set(np.unique(y))
+def test_fine_structure_is_one_thin_marked_arc():
+    """One arc an image, thin (an erosion by a 5x5 square removes it all),
+    its class the colour of about ARC_MARK of it; every class occurs."""
+    classes, fractions = set(), []
+    for label, obj, mark in _marked_objects('fine_structure', 24):
+        eroded = obj.copy()
+        for dy in range(-2, 3):
+            for dx in range(-2, 3):
+                eroded &= np.roll(np.roll(obj, dy, 0), dx, 1)
+        assert not eroded.any()
+        classes.add(int(label.max()))
+        fractions.append(mark.sum() / obj.sum())
+    assert classes == {1, 2, 3}
+    assert abs(np.median(fractions) - ARC_MARK) < 0.05
 
 
 # ------------------------------------------------------------------ metric

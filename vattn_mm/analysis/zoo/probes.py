@@ -6,16 +6,15 @@ background) from a seed, at any side, so a study ships no data.
 * ``resolution``: filled discs, squares and triangles of a fixed pixel size
   (radius 5-10) at a constant density; trained at one side, evaluated at 1x,
   ~2x and 4x the pixels (what a position encoding does on a new grid).
-* ``long_range``: grey discs whose class is the colour of a cue square at
+* ``long_range``: grey discs whose class is the colour of a cue band along
   the image's opposite edge, at least :data:`LONG_RANGE_GAP` pixels away (a
   mixer that sees no further cannot know it).
-* ``scale_range``: the three shape classes, each object a random colour,
-  radius log-uniform from 2 pixels to 44 % of the side (a uniform interior
-  says nothing about its outline: large objects need wide context, small
-  ones resolution).
-* ``fine_structure``: curves one or two pixels wide, closed ellipses or open
-  arcs of the same ellipses, over clutter: the classes are decided on thin
-  boundaries, and an arc is told from a loop only along the curve.
+* ``scale_range``: a grey object from 3 pixels to 44 % of the side,
+  labelled by the colour of a mark at its centre (a small object needs
+  resolution, a large one's pixels must see its centre from afar).
+* ``fine_structure``: an arc 1.5-3 pixels wide over clutter, grey but for
+  its start, whose colour names the class: thin pixels decide the IoU and
+  the class must travel along the thin curve.
 """
 from __future__ import annotations
 
@@ -25,8 +24,14 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-#: the smallest distance (pixels) from the long-range cue to an object pixel
+#: the smallest distance (pixels) from the long-range cue band to an object pixel
 LONG_RANGE_GAP = 64
+#: the width (pixels) of the long-range probe's cue band
+CUE_BAND = 8
+#: the scale-range and fine-structure probes' classes: the first cue colours
+SCALE_CLASSES = FINE_CLASSES = 3
+#: the fraction of the fine-structure arc (from its start) in its class's colour
+ARC_MARK = 0.2
 #: the cue colours of the long-range probe (class 1 + index)
 CUE_COLOURS = np.array([[1.0, 0.1, 0.1], [0.1, 1.0, 0.1], [0.1, 0.2, 1.0], [1.0, 1.0, 0.1]],
                        np.float32)
@@ -130,19 +135,44 @@ def draw_resolution(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np
     return _shapes(rng, side, rng.uniform(5, 10, count), margin=0.5)
 
 
+def _place(rng: np.random.Generator, side: int, radii: Sequence[float], gap: float = 2.,
+           tries: int = 50) -> list[tuple[float, float, float]]:
+    """Centres for non-overlapping objects of circumradii ``radii`` (largest
+    first) inside the image; an object that finds no free place is left out."""
+    placed: list[tuple[float, float, float]] = []
+    for radius in sorted(radii, reverse=True):
+        for _ in range(tries):
+            cx, cy = rng.uniform(radius + 1, side - radius - 1, 2)
+            if all(math.hypot(cx - x, cy - y) >= radius + r + gap for x, y, r in placed):
+                placed.append((cx, cy, radius))
+                break
+    return placed
+
+
 def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
-    count = int(rng.integers(1, 4))
-    radii = np.exp(rng.uniform(math.log(2), math.log(0.44 * side), count))
-    return _shapes(rng, side, radii, margin=0.6)
+    """One grey object (any shape), circumradius log-uniform from 3 px to
+    44 % of the side, labelled 1 + the colour index of a mark at its centre
+    (radius a fifth of the object's, at least 1.5 px): a pixel of a large
+    object must see its centre, up to the radius away."""
+    xs, ys = _grid(side)
+    image, label = _background(rng, side), np.zeros((side, side), np.int64)
+    radius = math.exp(rng.uniform(math.log(3), math.log(0.44 * side)))
+    cx, cy = rng.uniform(radius + 1, side - radius - 1, 2)
+    cls = int(rng.integers(SCALE_CLASSES))
+    mask = shape_mask(SHAPES[int(rng.integers(len(SHAPES)))], xs, ys, cx, cy, radius,
+                      rng.uniform(0, 2 * math.pi))
+    _paint(image, label, mask, np.full(3, rng.uniform(0.5, 0.75), np.float32), 1 + cls)
+    mark = (xs - cx) ** 2 + (ys - cy) ** 2 <= max(1.5, radius / 5) ** 2
+    image[:, mark] = CUE_COLOURS[cls][:, None]
+    return image, label
 
 
 def draw_long_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
-    """A cue square in a strip at one edge (left or right); grey discs in
-    the far part of the image, at least :data:`LONG_RANGE_GAP` pixels from
-    the cue, labelled 1 + the cue's colour index."""
-    cue_side, strip, max_radius = 10, 14, 10
-    # objects start LONG_RANGE_GAP past the strip on the cue's side
-    near, far = strip + LONG_RANGE_GAP, side - 2
+    """A cue band of :data:`CUE_BAND` pixels along the left or right edge;
+    2-4 grey discs at least :data:`LONG_RANGE_GAP` pixels from it, labelled
+    1 + the band's colour index."""
+    max_radius = 10
+    near, far = CUE_BAND + LONG_RANGE_GAP, side - 2
     if far - near < 2 * max_radius:
         raise ValueError(f'long_range needs a side of at least {near + 2 * max_radius + 2}, '
                          f'got {side}')
@@ -150,9 +180,8 @@ def draw_long_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np
     image, label = _background(rng, side), np.zeros((side, side), np.int64)
     cue = int(rng.integers(len(CUE_COLOURS)))
     left = bool(rng.integers(2))
-    x0 = 2 if left else side - 2 - cue_side
-    y0 = int(rng.integers(2, side - 2 - cue_side + 1))
-    image[:, y0:y0 + cue_side, x0:x0 + cue_side] = CUE_COLOURS[cue][:, None, None]
+    band = slice(0, CUE_BAND) if left else slice(side - CUE_BAND, side)
+    image[:, :, band] = CUE_COLOURS[cue][:, None, None]
     for _ in range(int(rng.integers(2, 5))):
         radius = rng.uniform(5, max_radius)
         cx = rng.uniform(near + radius, far - radius)
@@ -164,30 +193,31 @@ def draw_long_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np
 
 
 def draw_fine_structure(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
-    """Clutter blobs, then 2-4 ellipse curves 1-2 pixels wide: class 1 closed,
-    class 2 an open arc of 35-70 % of the ellipse, same colour law."""
+    """Clutter blobs, then one open arc 1.5-3 pixels wide: 60-85 % of an
+    ellipse with semi-axes 25-45 % of the side, grey but for its first
+    :data:`ARC_MARK` of the arc's length, which is in the colour of its
+    class (3).  The label is the thin curve: its pixels far along the arc
+    must see the mark through the curve's few pixels."""
     xs, ys = _grid(side)
     image, label = _background(rng, side), np.zeros((side, side), np.int64)
     for _ in range(int(rng.integers(2, 5))):            # clutter: soft blobs, label 0
         cx, cy = rng.uniform(0, side, 2)
         blob = np.exp(-((xs - cx) ** 2 + (ys - cy) ** 2) / (2 * rng.uniform(3, 8) ** 2))
         image += blob[None] * rng.uniform(0.2, 0.5, (3, 1, 1)).astype(np.float32)
-    for _ in range(int(rng.integers(2, 5))):
-        a, b = rng.uniform(0.07, 0.22, 2) * side
-        cx, cy = rng.uniform(max(a, b) + 2, side - max(a, b) - 2, 2)
-        angle = rng.uniform(0, 2 * math.pi)
-        c, s = math.cos(angle), math.sin(angle)
-        u, v = xs - cx, ys - cy
-        ur, vr = (c * u + s * v) / a, (-s * u + c * v) / b
-        rho = np.sqrt(ur * ur + vr * vr)
-        width = rng.uniform(1.0, 2.0)
-        curve = np.abs(rho - 1) * math.sqrt(a * b) <= width / 2
-        closed = bool(rng.integers(2))
-        if not closed:
-            start, span = rng.uniform(0, 2 * math.pi), rng.uniform(0.35, 0.7) * 2 * math.pi
-            curve &= np.mod(np.arctan2(vr, ur) - start, 2 * math.pi) <= span
-        _paint(image, label, curve, rng.uniform(0.6, 1.0, 3).astype(np.float32),
-               1 if closed else 2)
+    a, b = rng.uniform(0.25, 0.45, 2) * side
+    cx, cy = rng.uniform(max(a, b) + 2, side - max(a, b) - 2, 2)
+    angle = rng.uniform(0, 2 * math.pi)
+    c, s = math.cos(angle), math.sin(angle)
+    u, v = xs - cx, ys - cy
+    ur, vr = (c * u + s * v) / a, (-s * u + c * v) / b
+    width = rng.uniform(1.5, 3.0)
+    curve = np.abs(np.sqrt(ur * ur + vr * vr) - 1) * math.sqrt(a * b) <= width / 2
+    start, span = rng.uniform(0, 2 * math.pi), rng.uniform(0.6, 0.85) * 2 * math.pi
+    along = np.mod(np.arctan2(vr, ur) - start, 2 * math.pi)
+    curve &= along <= span
+    cls = int(rng.integers(FINE_CLASSES))
+    _paint(image, label, curve, np.full(3, rng.uniform(0.6, 0.9), np.float32), 1 + cls)
+    image[:, curve & (along <= ARC_MARK * span)] = CUE_COLOURS[cls][:, None]
     return image, label
 
 
@@ -196,11 +226,14 @@ PROBES: dict[str, Probe] = {p.name: p for p in (
           'shapes of a fixed pixel size; trained at 64, tested at 64, 88 and 128 px'),
     Probe('long_range', ('background', 'red cue', 'green cue', 'blue cue', 'yellow cue'),
           draw_long_range, 128, (128,),
-          f'grey discs take the colour class of a cue >= {LONG_RANGE_GAP} px away'),
-    Probe('scale_range', ('background',) + SHAPES, draw_scale_range, 128, (128,),
-          'the shape classes at radii from 2 px to 44 % of the side'),
-    Probe('fine_structure', ('background', 'closed curve', 'open arc'), draw_fine_structure,
-          128, (128,), 'curves 1-2 px wide over clutter: closed ellipses vs open arcs'),
+          f'grey discs take the colour class of an edge band >= {LONG_RANGE_GAP} px away'),
+    Probe('scale_range', ('background', 'red mark', 'green mark', 'blue mark'),
+          draw_scale_range, 128, (128,),
+          'a grey object of radius 3 px to 44 % of the side, classed by a mark at its centre'),
+    Probe('fine_structure', ('background', 'red start', 'green start', 'blue start'),
+          draw_fine_structure, 96, (96,),
+          f'an arc 1.5-3 px wide over clutter, classed by the colour of its first '
+          f'{ARC_MARK:.0%}'),
 )}
 
 
