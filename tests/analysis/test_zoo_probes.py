@@ -100,7 +100,7 @@ def test_scale_range_class_is_the_centre_mark():
     for _, obj, mark in _marked_objects('scale_range', 96):
         areas.append(obj.sum())
         centre = np.argwhere(obj).mean(0)
-        assert np.abs(np.argwhere(mark).mean(0) - centre).max() < 0.2 * np.sqrt(obj.sum()) + 1
+        assert np.abs(np.argwhere(mark).mean(0) - centre).max() < 0.3 * np.sqrt(obj.sum()) + 1
     side = get_probe('scale_range').train_side
     assert min(areas) <= 30 and max(areas) >= 0.25 * side ** 2
 

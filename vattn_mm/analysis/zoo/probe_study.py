@@ -39,7 +39,7 @@ class Scale:
 
 
 SCALES = {
-    'cpu': Scale(CPU_ARCH, iters=600, batch=8, lr=3e-3, eval_images=48, head_dims=32),
+    'cpu': Scale(CPU_ARCH, iters=600, batch=8, lr=3e-3, eval_images=96, head_dims=32),
     'gpu': Scale(GPU_ARCH, iters=3000, batch=32, lr=1e-3, eval_images=256, head_dims=64),
     # the test suite's: a few steps, to exercise everything
     'smoke': Scale(CPU_ARCH, iters=3, batch=2, lr=2e-3, eval_images=2, head_dims=8),

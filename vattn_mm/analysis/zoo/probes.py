@@ -31,7 +31,7 @@ CUE_BAND = 8
 #: the scale-range and fine-structure probes' classes: the first cue colours
 SCALE_CLASSES = FINE_CLASSES = 3
 #: the fraction of the fine-structure arc (from its start) in its class's colour
-ARC_MARK = 0.2
+ARC_MARK = 0.3
 #: the cue colours of the long-range probe (class 1 + index)
 CUE_COLOURS = np.array([[1.0, 0.1, 0.1], [0.1, 1.0, 0.1], [0.1, 0.2, 1.0], [1.0, 1.0, 0.1]],
                        np.float32)
@@ -152,8 +152,8 @@ def _place(rng: np.random.Generator, side: int, radii: Sequence[float], gap: flo
 def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
     """One grey object (any shape), circumradius log-uniform from 3 px to
     44 % of the side, labelled 1 + the colour index of a mark at its centre
-    (radius a fifth of the object's, at least 1.5 px): a pixel of a large
-    object must see its centre, up to the radius away."""
+    (radius a third of the object's, at least 1.5 px): a pixel of a large
+    object must see its centre, up to two thirds of the radius away."""
     xs, ys = _grid(side)
     image, label = _background(rng, side), np.zeros((side, side), np.int64)
     radius = math.exp(rng.uniform(math.log(3), math.log(0.44 * side)))
@@ -162,7 +162,7 @@ def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, n
     mask = shape_mask(SHAPES[int(rng.integers(len(SHAPES)))], xs, ys, cx, cy, radius,
                       rng.uniform(0, 2 * math.pi))
     _paint(image, label, mask, np.full(3, rng.uniform(0.5, 0.75), np.float32), 1 + cls)
-    mark = (xs - cx) ** 2 + (ys - cy) ** 2 <= max(1.5, radius / 5) ** 2
+    mark = (xs - cx) ** 2 + (ys - cy) ** 2 <= max(1.5, radius / 3) ** 2
     image[:, mark] = CUE_COLOURS[cls][:, None]
     return image, label
 
