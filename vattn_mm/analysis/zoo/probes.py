@@ -135,20 +135,6 @@ def draw_resolution(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np
     return _shapes(rng, side, rng.uniform(5, 10, count), margin=0.5)
 
 
-def _place(rng: np.random.Generator, side: int, radii: Sequence[float], gap: float = 2.,
-           tries: int = 50) -> list[tuple[float, float, float]]:
-    """Centres for non-overlapping objects of circumradii ``radii`` (largest
-    first) inside the image; an object that finds no free place is left out."""
-    placed: list[tuple[float, float, float]] = []
-    for radius in sorted(radii, reverse=True):
-        for _ in range(tries):
-            cx, cy = rng.uniform(radius + 1, side - radius - 1, 2)
-            if all(math.hypot(cx - x, cy - y) >= radius + r + gap for x, y, r in placed):
-                placed.append((cx, cy, radius))
-                break
-    return placed
-
-
 def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
     """One grey object (any shape), circumradius log-uniform from 3 px to
     44 % of the side, labelled 1 + the colour index of a mark at its centre
