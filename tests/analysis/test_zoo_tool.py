@@ -96,9 +96,9 @@ def test_probe_study_quick_end_to_end(tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     runs = read_probe_csv(out / 'zoo_probes.csv')
     assert sorted((r.design, r.probe, r.seed) for r in runs) == sorted(
-        [(f'mixer:{v}', p, s) for v in ('swin', 'global') for p in ('long_range', 'resolution')
-         for s in (0, 1)] + [(f'position:{p}+overlap', 'resolution', s)
-                             for p in ('none', 'absolute') for s in (0, 1)])
+        [(f'mixer:{v}', 'long_range', s) for v in ('swin', 'global') for s in (0, 1)]
+        + [(f'position:{p}+overlap', 'resolution', s) for p in ('none', 'absolute')
+           for s in (0, 1)])
     assert all(not r.error and r.peak_rss_mib > 0 and set(r.scores) == set(r.trivial)
                for r in runs)
     text = page.read_text()
@@ -115,7 +115,7 @@ def test_probe_study_stops_at_its_caps(tmp_path, limit, reason):
     stopped; its runs carry the reason and the tool exits 1."""
     out = tmp_path / 'probes'
     res = _zoo('--parts', 'probes', '--quick', '--axes', 'mixer', '--variants', 'swin',
-               '--probes', 'resolution', '--out-dir', str(out), *limit)
+               '--probes', 'fine_structure', '--out-dir', str(out), *limit)
     assert res.returncode == 1, res.stdout[-3000:] + res.stderr[-3000:]
     runs = read_probe_csv(out / 'zoo_probes.csv')
     assert len(runs) == 2 and all(reason in r.error for r in runs)
@@ -126,6 +126,8 @@ def test_probe_options_are_checked():
         TOOL.parse_args(['--parts', 'probes', '--scale', 'gpu'])          # sized for a GPU
     with pytest.raises(SystemExit):
         TOOL.parse_args(['--parts', 'probes', '--time-budget-min', '0'])
+    with pytest.raises(SystemExit):
+        TOOL.parse_args(['--parts', 'probes', '--threads', '0'])
     args = TOOL.parse_args(['--parts', 'probes', '--quick'])
     assert args.scale == 'smoke' and args.probe_seeds == [0, 1]
     assert TOOL.parse_args(['--parts', 'probes']).probe_seeds == [0, 1, 2]

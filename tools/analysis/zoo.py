@@ -72,6 +72,7 @@ from vattn_mm.analysis.zoo.probe_report import (PROBES_BEGIN, PROBES_END, plot_p
                                                 probe_report)
 from vattn_mm.analysis.zoo.probe_study import (AXES, POSITION_ENCODINGS, SCALES, TOKENISERS,
                                                ProbeRun, designs, read_probe_csv, run_probe)
+from vattn_mm.analysis.zoo.probes import PROBES
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL_SIZES = (256, 512, 1024, 2048)
@@ -220,7 +221,7 @@ def probe_runs(args: argparse.Namespace, out: Path) -> list[ProbeRun]:
             runs = [[p, s] for s in args.probe_seeds for p in probes]   # seed-major
             if runs:
                 jobs.append((design, runs))
-    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
     deadline = time.monotonic() + args.time_budget_min * 60
     done: dict = {}
 
@@ -252,8 +253,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--axes', nargs='+', choices=tuple(AXES), default=list(AXES),
                         help='probe study axes: mixer (each variant) and position (encoding x '
                              'tokeniser with global attention)')
-    parser.add_argument('--probes', nargs='+', choices=tuple(AXES['mixer']),
-                        default=list(AXES['mixer']), help='probes to run (each axis runs its own)')
+    parser.add_argument('--probes', nargs='+', choices=tuple(PROBES), default=list(PROBES),
+                        help='probes to run (each axis runs its own)')
     parser.add_argument('--positions', nargs='+', choices=POSITION_ENCODINGS,
                         default=list(POSITION_ENCODINGS), help='position axis: encodings')
     parser.add_argument('--tokenisers', nargs='+', choices=tuple(TOKENISERS),
@@ -287,7 +288,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--warmup', type=int, default=1)
     parser.add_argument('--iters', type=int, default=2,
                         help='timed iterations per case (after the warm-up)')
-    parser.add_argument('--threads', type=int, default=None)
+    parser.add_argument('--threads', type=int, default=None,
+                        help='torch threads of the speed cases (default: torch\'s) and of each '
+                             'probe process (default: CPU cores / jobs; 1 where other work '
+                             'shares the cores)')
     parser.add_argument('--seeds', nargs='+', type=int, help='default 0 1 (quick: 0)')
     parser.add_argument('--seg-iters', type=int,
                         help=f'UperNet demo iterations (default {FULL_TRAIN_ITERS})')
@@ -336,8 +340,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.time_budget_min <= 0 or args.probe_memory_mib <= 0:
         parser.error('--time-budget-min and --probe-memory-mib must be positive')
     args.jobs = args.jobs or min(2, os.cpu_count() or 1)
-    if args.jobs < 1:
-        parser.error('--jobs must be >= 1')
+    if args.jobs < 1 or (args.threads is not None and args.threads < 1):
+        parser.error('--jobs and --threads must be >= 1')
     args.seg_iters = args.seg_iters or (2 if args.quick else FULL_TRAIN_ITERS)
     args.det_iters = args.det_iters or (2 if args.quick else FULL_TRAIN_ITERS)
     if args.device.startswith('cuda'):
@@ -450,9 +454,11 @@ def probes_part(args: argparse.Namespace, out: Path) -> int:
         took = f', took {(time.monotonic() - start) / 60:.0f} min'
     scale = SCALES[args.scale]
     arch = scale.arch
+    longer = ''.join(f' ({p.name}: {p.schedule * scale.iters})' for p in PROBES.values()
+                     if p.schedule != 1 and p.name in args.probes)
     how = (f'{args.device}, fp32, {args.scale} scale: the first {len(arch["depths"])} stages '
            f'(widths {arch["embed_dims"]}, one block each) + a linear head, {scale.iters} AdamW '
-           f'steps of batch {scale.batch} on fresh draws, mIoU on {scale.eval_images} fixed '
+           f'steps{longer} of batch {scale.batch} on fresh draws, mIoU on {scale.eval_images} fixed '
            f'evaluation images; seeds {args.probe_seeds}; {args.jobs} processes at a time on '
            f'{os.cpu_count()} cores{took}')
     text = probe_report(runs, how)

@@ -44,8 +44,9 @@ SCALES = {
     # the test suite's: a few steps, to exercise everything
     'smoke': Scale(CPU_ARCH, iters=3, batch=2, lr=2e-3, eval_images=2, head_dims=8),
 }
-#: the study's two axes: the probes each one runs
-AXES = {'mixer': tuple(PROBES), 'position': ('resolution',)}
+#: the study's two axes: the probes each one runs (resolution transfer is the
+#: position axis's question)
+AXES = {'mixer': ('long_range', 'scale_range', 'fine_structure'), 'position': ('resolution',)}
 #: the position axis: tokenisers (backbone settings) and position encodings
 TOKENISERS = {
     'overlap': dict(patch_embed=dict(type='OverlapPatchEmbed')),
@@ -200,6 +201,7 @@ class ProbeRun:
     trivial: dict = field(default_factory=dict)
     foreground: dict = field(default_factory=dict)
     params: int = 0
+    steps: int = 0
     train_s: float = 0.
     final_loss: float = 0.
     #: the high-water mark of the resident size of the process that ran it, at its end
@@ -222,8 +224,9 @@ def class_weights(probe, seed: int = 0, images: int = 32):
 def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
               device: str = 'cpu') -> ProbeRun:
     """Train ``design`` on ``probe_name`` from scratch (AdamW, linear warm-up
-    then cosine decay, ``scale.iters`` steps on fresh batches of the seed's
-    stream) and score it on the evaluation set at every evaluated side."""
+    then cosine decay, ``scale.iters`` x the probe's ``schedule`` steps on
+    fresh batches of the seed's stream) and score it on the evaluation set at
+    every evaluated side."""
     import numpy as np
     import torch
     from torch.nn import functional as F
@@ -231,15 +234,16 @@ def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
     torch.manual_seed(seed)
     net = build_probe_net(design_backbone(design, scale), probe.num_classes,
                           scale.head_dims).to(device)
+    iters = scale.iters * probe.schedule
     opt = torch.optim.AdamW(net.parameters(), lr=scale.lr, weight_decay=0.05)
-    warmup = max(1, scale.iters // 10)
+    warmup = max(1, iters // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1., (i + 1) / warmup) * 0.5 * (
-        1 + math.cos(math.pi * min(1., i / scale.iters))))
+        1 + math.cos(math.pi * min(1., i / iters))))
     weights = class_weights(probe).to(device)
     start = time.perf_counter()
     net.train()
     loss = torch.zeros(())
-    for step in range(scale.iters):
+    for step in range(iters):
         images, labels = probe.sample(seed * 1_000_003 + step, scale.batch)
         logits = net(torch.from_numpy(images).to(device))
         loss = F.cross_entropy(logits, torch.from_numpy(labels).to(device), weight=weights)
@@ -268,7 +272,7 @@ def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
             trivial[str(side)] = trivial_miou(labels, probe.num_classes)
             found[str(side)] = float(fg[1, 1] / max(1, fg[1, 1] + fg[0, 1] + fg[1, 0]))
     return ProbeRun(design, probe_name, seed, scores, trivial, found,
-                    sum(p.numel() for p in net.parameters()), train_s, loss.item())
+                    sum(p.numel() for p in net.parameters()), iters, train_s, loss.item())
 
 
 #: the foreground IoU below which a run counts as the trivial solution
@@ -291,7 +295,7 @@ def read_probe_csv(path: Path) -> list[ProbeRun]:
     with open(path, newline='') as f:
         return [ProbeRun(r['design'], r['probe'], int(r['seed']), json.loads(r['scores']),
                          json.loads(r['trivial']), json.loads(r['foreground']),
-                         int(r['params'] or 0),
+                         int(r['params'] or 0), int(r.get('steps') or 0),
                          float(r['train_s'] or 0), float(r['final_loss'] or 0),
                          float(r['peak_rss_mib'] or 0), r['error'])
                 for r in csv.DictReader(f)]

@@ -10,14 +10,16 @@ background) from a seed, at any side, so a study ships no data.
   the image's opposite edge, at least :data:`LONG_RANGE_GAP` pixels away (a
   mixer that sees no further cannot know it).
 * ``scale_range``: a grey object from 3 pixels to 44 % of the side,
-  labelled by the colour of a mark at its centre (a small object needs
-  resolution, a large one's pixels must see its centre from afar).
+  labelled by the colour of its far end in a random direction (a small
+  object's mark needs resolution, a large one's other end must see the mark
+  from about 1.5 radii away).
 * ``fine_structure``: an arc 1.5-3 pixels wide over clutter, grey but for
   its start, whose colour names the class: thin pixels decide the IoU and
   the class must travel along the thin curve.
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -30,6 +32,8 @@ LONG_RANGE_GAP = 64
 CUE_BAND = 8
 #: the scale-range and fine-structure probes' classes: the first cue colours
 SCALE_CLASSES = FINE_CLASSES = 3
+#: the fraction of a scale-range object's pixels (its far end) in its class's colour
+MARK_AREA = 0.04
 #: the fraction of the fine-structure arc (from its start) in its class's colour
 ARC_MARK = 0.3
 #: the cue colours of the long-range probe (class 1 + index)
@@ -42,7 +46,8 @@ SPLITS = ('train', 'eval')
 @dataclass(frozen=True)
 class Probe:
     """One probe: its generator, classes and sizes.  ``eval_sides``: the
-    sides it is evaluated at (the first is the training side's score)."""
+    sides it is evaluated at (the first is the training side's score);
+    ``schedule``: its training steps as a multiple of the study's."""
 
     name: str
     classes: tuple[str, ...]
@@ -50,6 +55,7 @@ class Probe:
     train_side: int
     eval_sides: tuple[int, ...]
     summary: str
+    schedule: int = 1
 
     @property
     def num_classes(self) -> int:
@@ -73,9 +79,14 @@ class Probe:
 
 
 # ------------------------------------------------------------------ drawing
+@functools.lru_cache(maxsize=8)
 def _grid(side: int) -> tuple[np.ndarray, np.ndarray]:
+    """Pixel-centre coordinates (x, y), [side, side] each, read-only (shared
+    by every image of that side)."""
     ys, xs = np.mgrid[0:side, 0:side].astype(np.float32)
-    return xs + 0.5, ys + 0.5
+    xs, ys = xs + 0.5, ys + 0.5
+    xs.flags.writeable = ys.flags.writeable = False
+    return xs, ys
 
 
 def _background(rng: np.random.Generator, side: int) -> np.ndarray:
@@ -137,9 +148,10 @@ def draw_resolution(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np
 
 def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
     """One grey object (any shape), circumradius log-uniform from 3 px to
-    44 % of the side, labelled 1 + the colour index of a mark at its centre
-    (radius a third of the object's, at least 1.5 px): a pixel of a large
-    object must see its centre, up to two thirds of the radius away."""
+    44 % of the side, labelled 1 + the colour index of its mark: its far end
+    in a random direction, :data:`MARK_AREA` of its pixels.  A small
+    object's mark is a few pixels (it needs resolution); a large object's
+    other end lies about 1.5 radii from its mark."""
     xs, ys = _grid(side)
     image, label = _background(rng, side), np.zeros((side, side), np.int64)
     radius = math.exp(rng.uniform(math.log(3), math.log(0.44 * side)))
@@ -148,7 +160,9 @@ def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, n
     mask = shape_mask(SHAPES[int(rng.integers(len(SHAPES)))], xs, ys, cx, cy, radius,
                       rng.uniform(0, 2 * math.pi))
     _paint(image, label, mask, np.full(3, rng.uniform(0.5, 0.75), np.float32), 1 + cls)
-    mark = (xs - cx) ** 2 + (ys - cy) ** 2 <= max(1.5, radius / 3) ** 2
+    toward = rng.uniform(0, 2 * math.pi)
+    along = (xs - cx) * math.cos(toward) + (ys - cy) * math.sin(toward)
+    mark = mask & (along >= np.quantile(along[mask], 1 - MARK_AREA))
     image[:, mark] = CUE_COLOURS[cls][:, None]
     return image, label
 
@@ -211,11 +225,12 @@ PROBES: dict[str, Probe] = {p.name: p for p in (
     Probe('resolution', ('background',) + SHAPES, draw_resolution, 64, (64, 88, 128),
           'shapes of a fixed pixel size; trained at 64, tested at 64, 88 and 128 px'),
     Probe('long_range', ('background', 'red cue', 'green cue', 'blue cue', 'yellow cue'),
-          draw_long_range, 128, (128,),
+          draw_long_range, 112, (112,),
           f'grey discs take the colour class of an edge band >= {LONG_RANGE_GAP} px away'),
     Probe('scale_range', ('background', 'red mark', 'green mark', 'blue mark'),
-          draw_scale_range, 128, (128,),
-          'a grey object of radius 3 px to 44 % of the side, classed by a mark at its centre'),
+          draw_scale_range, 96, (96,),
+          'a grey object of radius 3 px to 44 % of the side, classed by the colour of one end',
+          schedule=2),
     Probe('fine_structure', ('background', 'red start', 'green start', 'blue start'),
           draw_fine_structure, 96, (96,),
           f'an arc 1.5-3 px wide over clutter, classed by the colour of its first '
