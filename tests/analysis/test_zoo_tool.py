@@ -102,7 +102,7 @@ def test_probe_study_quick_end_to_end(tmp_path):
     assert all(not r.error and r.peak_rss_mib > 0 and set(r.scores) == set(r.trivial)
                for r in runs)
     text = page.read_text()
-    assert 'old' not in text and text.endswith('tail\n') and '**Token mixers**' in text
+    assert '\nold\n' not in text and text.endswith('tail\n') and '**Token mixers**' in text
     assert '![zoo_capability](zoo_capability.png)' in text
     assert (tmp_path / 'zoo_resolution.png').stat().st_size > 0
     assert not (out / 'zoo_speed.csv').exists()      # only the part asked for ran
