@@ -11,7 +11,8 @@ from vattn_mm.analysis.zoo.probe_report import plot_probes, probe_report, seed_s
 from vattn_mm.analysis.zoo.probe_study import (SCALES, ProbeRun, Scale, design_backbone,
                                                designs, is_trivial, run_probe)
 from vattn_mm.analysis.zoo.probes import (ARC_MARK, CUE_BAND, CUE_COLOURS, LONG_RANGE_GAP,
-                                          MARK_AREA, PROBES, confusion, get_probe, mean_iou, trivial_miou)
+                                          MARK_AREA, PROBES, confusion, get_probe, mean_iou,
+                                          trivial_miou)
 from vattn_mm.analysis.zoo.ranking import (discriminates, estimate, supported_claims,
                                            supported_ranks, welch_p)
 

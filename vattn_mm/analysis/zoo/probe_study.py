@@ -221,6 +221,11 @@ def class_weights(probe, seed: int = 0, images: int = 32):
     return torch.tensor(w / w.mean(), dtype=torch.float32)
 
 
+def probe_steps(probe, scale: Scale) -> int:
+    """Training steps of ``probe`` at ``scale``: the scale's times the probe's ``schedule``."""
+    return scale.iters * probe.schedule
+
+
 def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
               device: str = 'cpu') -> ProbeRun:
     """Train ``design`` on ``probe_name`` from scratch (AdamW, linear warm-up
@@ -234,7 +239,7 @@ def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
     torch.manual_seed(seed)
     net = build_probe_net(design_backbone(design, scale), probe.num_classes,
                           scale.head_dims).to(device)
-    iters = scale.iters * probe.schedule
+    iters = probe_steps(probe, scale)
     opt = torch.optim.AdamW(net.parameters(), lr=scale.lr, weight_decay=0.05)
     warmup = max(1, iters // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1., (i + 1) / warmup) * 0.5 * (
