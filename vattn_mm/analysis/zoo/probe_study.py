@@ -221,15 +221,10 @@ def class_weights(probe, seed: int = 0, images: int = 32):
     return torch.tensor(w / w.mean(), dtype=torch.float32)
 
 
-def probe_steps(probe, scale: Scale) -> int:
-    """Training steps of ``probe`` at ``scale``: the scale's times the probe's ``schedule``."""
-    return scale.iters * probe.schedule
-
-
 def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
               device: str = 'cpu') -> ProbeRun:
     """Train ``design`` on ``probe_name`` from scratch (AdamW, linear warm-up
-    then cosine decay, ``scale.iters`` x the probe's ``schedule`` steps on
+    then cosine decay, ``scale.iters`` steps on
     fresh batches of the seed's stream) and score it on the evaluation set at
     every evaluated side."""
     import numpy as np
@@ -239,7 +234,7 @@ def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
     torch.manual_seed(seed)
     net = build_probe_net(design_backbone(design, scale), probe.num_classes,
                           scale.head_dims).to(device)
-    iters = probe_steps(probe, scale)
+    iters = scale.iters
     opt = torch.optim.AdamW(net.parameters(), lr=scale.lr, weight_decay=0.05)
     warmup = max(1, iters // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1., (i + 1) / warmup) * 0.5 * (

@@ -9,10 +9,9 @@ background) from a seed, at any side, so a study ships no data.
 * ``long_range``: grey discs whose class is the colour of a cue band along
   the image's opposite edge, at least :data:`LONG_RANGE_GAP` pixels away (a
   mixer that sees no further cannot know it).
-* ``scale_range``: a grey object from 3 pixels to 44 % of the side,
-  labelled by the colour of its far end in a random direction (a small
-  object's mark needs resolution, a large one's other end must see the mark
-  from about 1.5 radii away).
+* ``scale_range``: a grey bar from 4 pixels to 90 % of the side long,
+  labelled by the colour of one end (a short bar's mark is a few pixels and
+  needs resolution, a long one's other end lies most of the image away).
 * ``fine_structure``: an arc 1.5-3 pixels wide over clutter, grey but for
   its start, whose colour names the class: thin pixels decide the IoU and
   the class must travel along the thin curve.
@@ -32,8 +31,10 @@ LONG_RANGE_GAP = 64
 CUE_BAND = 8
 #: the scale-range and fine-structure probes' classes: the first cue colours
 SCALE_CLASSES = FINE_CLASSES = 3
-#: the fraction of a scale-range object's pixels (its far end) in its class's colour
-MARK_AREA = 0.04
+#: a scale-range bar's length over its width
+BAR_ASPECT = 4
+#: the fraction of a scale-range bar's length (from one end) in its class's colour
+MARK_LENGTH = 0.2
 #: the fraction of the fine-structure arc (from its start) in its class's colour
 ARC_MARK = 0.3
 #: the cue colours of the long-range probe (class 1 + index)
@@ -46,8 +47,7 @@ SPLITS = ('train', 'eval')
 @dataclass(frozen=True)
 class Probe:
     """One probe: its generator, classes and sizes.  ``eval_sides``: the
-    sides it is evaluated at (the first is the training side's score);
-    ``schedule``: its training steps as a multiple of the study's."""
+    sides it is evaluated at (the first is the training side's score)."""
 
     name: str
     classes: tuple[str, ...]
@@ -55,7 +55,6 @@ class Probe:
     train_side: int
     eval_sides: tuple[int, ...]
     summary: str
-    schedule: int = 1
 
     @property
     def num_classes(self) -> int:
@@ -147,22 +146,25 @@ def draw_resolution(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np
 
 
 def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
-    """One grey object (any shape), circumradius log-uniform from 3 px to
-    44 % of the side, labelled 1 + the colour index of its mark: its far end
-    in a random direction, :data:`MARK_AREA` of its pixels.  A small
-    object's mark is a few pixels (it needs resolution); a large object's
-    other end lies about 1.5 radii from its mark."""
+    """One grey bar in a random direction, its length log-uniform from 4 px
+    to 90 % of the side, :data:`BAR_ASPECT` times its width (at least 2 px),
+    labelled 1 + the colour index of its mark: the first
+    :data:`MARK_LENGTH` of its length (at least 1.5 px)."""
     xs, ys = _grid(side)
     image, label = _background(rng, side), np.zeros((side, side), np.int64)
-    radius = math.exp(rng.uniform(math.log(3), math.log(0.44 * side)))
-    cx, cy = rng.uniform(radius + 1, side - radius - 1, 2)
+    length = math.exp(rng.uniform(math.log(4), math.log(0.9 * side)))
+    width = max(2., length / BAR_ASPECT)
+    angle = rng.uniform(0, 2 * math.pi)
+    c, s = math.cos(angle), math.sin(angle)
+    half_x = (abs(c) * length + abs(s) * width) / 2 + 1        # the bar's bounding box
+    half_y = (abs(s) * length + abs(c) * width) / 2 + 1
+    cx, cy = rng.uniform(half_x, side - half_x), rng.uniform(half_y, side - half_y)
+    along = (xs - cx) * c + (ys - cy) * s
+    across = (ys - cy) * c - (xs - cx) * s
+    bar = (np.abs(along) <= length / 2) & (np.abs(across) <= width / 2)
     cls = int(rng.integers(SCALE_CLASSES))
-    mask = shape_mask(SHAPES[int(rng.integers(len(SHAPES)))], xs, ys, cx, cy, radius,
-                      rng.uniform(0, 2 * math.pi))
-    _paint(image, label, mask, np.full(3, rng.uniform(0.5, 0.75), np.float32), 1 + cls)
-    toward = rng.uniform(0, 2 * math.pi)
-    along = (xs - cx) * math.cos(toward) + (ys - cy) * math.sin(toward)
-    mark = mask & (along >= np.quantile(along[mask], 1 - MARK_AREA))
+    _paint(image, label, bar, np.full(3, rng.uniform(0.5, 0.75), np.float32), 1 + cls)
+    mark = bar & (along <= max(1.5, MARK_LENGTH * length) - length / 2)
     image[:, mark] = CUE_COLOURS[cls][:, None]
     return image, label
 
@@ -228,9 +230,9 @@ PROBES: dict[str, Probe] = {p.name: p for p in (
           draw_long_range, 112, (112,),
           f'grey discs take the colour class of an edge band >= {LONG_RANGE_GAP} px away'),
     Probe('scale_range', ('background', 'red mark', 'green mark', 'blue mark'),
-          draw_scale_range, 96, (96,),
-          'a grey object of radius 3 px to 44 % of the side, classed by the colour of one end',
-          schedule=2),
+          draw_scale_range, 128, (128,),
+          f'a grey bar 4 px to 90 % of the side long, classed by the colour of its first '
+          f'{MARK_LENGTH:.0%}'),
     Probe('fine_structure', ('background', 'red start', 'green start', 'blue start'),
           draw_fine_structure, 96, (96,),
           f'an arc 1.5-3 px wide over clutter, classed by the colour of its first '
