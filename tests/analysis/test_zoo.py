@@ -9,6 +9,7 @@ from mmengine.config import Config
 from vattn_mm.analysis import zoo as ZOO
 from vattn_mm.analysis.bench import Measurement
 from vattn_mm.analysis.zoo import speed
+from vattn_mm.analysis.zoo.variants import QUICK_FPN_CHANNELS
 from vattn_mm.layers import MIXERS
 
 from ..layers.mixer_contract import check_zoo_variants
@@ -27,6 +28,17 @@ def test_variants_reference_first():
     assert ZOO.variants()[0] == ZOO.REFERENCE and 'sra_peg' in ZOO.variants()
     with pytest.raises(ValueError, match='unknown zoo variant'):
         ZOO.backbone_config('no_such_variant')
+
+
+@pytest.mark.parametrize('name', ZOO.variants())
+def test_quick_variant_builds_and_runs(name):
+    """Every variant has a quick form (tiny widths, the mixer's widths
+    scaled with them) that builds and runs: the smoke runs of the tools use it."""
+    import torch
+    target = ZOO.build_zoo_target(f'{name}@quick')
+    with torch.no_grad():
+        maps = target.forward(torch.randn(1, 3, 64, 64))
+    assert len(maps) == 5 and all(m.shape[1] == QUICK_FPN_CHANNELS for m in maps)
 
 
 def test_config_files_are_the_declared_variants():

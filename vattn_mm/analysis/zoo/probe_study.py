@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from .probes import PROBES, confusion, get_probe, mean_iou, trivial_miou
-from .variants import variant_backbone, variants
+from .variants import scale_widths, variant_backbone, variants
 
 #: the probe network's skeleton: the macro architecture's first two stages
 #: (strides 4 and 8), one block each, so that a mixer's reach is the model's
@@ -64,34 +64,13 @@ DISCRIMINATION_PAIRS = {
 }
 
 
-#: mixer settings that are widths: they scale with the probe network's widths
-WIDTH_SETTINGS = ('attn_dims', 'modulation_dims', 'head_dims')
-
-
-def _scaled(setting: dict, ratio: float) -> dict:
-    return {k: max(1, round(v * ratio)) if k in WIDTH_SETTINGS and isinstance(v, int) else v
-            for k, v in setting.items()}
-
-
 def mixer_design(variant: str, arch: dict) -> dict:
     """Backbone config of zoo variant ``variant`` in the probe network: its
     mixer (and position) settings of the first stages, the width settings
-    (:data:`WIDTH_SETTINGS`) scaled by the probe's width over the macro
-    architecture's in that stage (with one block a stage, Swin's blocks are
-    unshifted: windows that never exchange)."""
-    from mmengine.config import Config
-
-    from .variants import COMMON
-    cfg = variant_backbone(variant, quick=False)
-    full = Config.fromfile(str(COMMON)).backbone_channels
-    n = len(arch['depths'])
-    ratios = [arch['embed_dims'][i] / full[i] for i in range(n)]
-    mixer = cfg['mixer']
-    stages = mixer[:n] if isinstance(mixer, list) else [mixer] * n
-    cfg['mixer'] = [_scaled(m, r) for m, r in zip(stages, ratios)]
-    if isinstance(cfg.get('position'), list):
-        cfg['position'] = cfg['position'][:n]
-    return cfg
+    (:data:`~.variants.WIDTH_SETTINGS`) scaled by the probe's width over the
+    macro architecture's in that stage (with one block a stage, Swin's
+    blocks are unshifted: windows that never exchange)."""
+    return scale_widths(variant_backbone(variant, quick=False), arch)
 
 
 def position_design(position: str, tokeniser: str, arch: dict, train_side: int) -> dict:

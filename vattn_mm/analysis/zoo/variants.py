@@ -16,10 +16,12 @@ CONFIGS = next((root / 'configs' for root in (_PACKAGE.parent, _PACKAGE / '.mim'
 COMMON = CONFIGS / '_base_' / 'backbones' / 'zoo_common.py'
 #: the variant every other one is matched to
 REFERENCE = 'sra'
-#: quick mode: tiny widths, one block per stage (mixer settings unchanged)
+#: quick mode: tiny widths, one block per stage (mixer widths scaled with them)
 QUICK_ARCH = dict(embed_dims=[32, 64, 96, 128], depths=[1, 1, 1, 1], num_heads=[1, 2, 3, 4],
                   mlp_ratios=[2, 2, 2, 2])
 FPN_CHANNELS, QUICK_FPN_CHANNELS = 256, 32
+#: mixer settings that are widths: they scale with the stage's width
+WIDTH_SETTINGS = ('attn_dims', 'modulation_dims', 'head_dims')
 
 
 def declared_variants() -> dict:
@@ -59,9 +61,29 @@ def backbone_config(spec: str) -> dict:
     return cfg
 
 
+def scale_widths(cfg: dict, arch: dict) -> dict:
+    """Backbone config ``cfg`` of the macro architecture with the first
+    ``len(arch['depths'])`` stages' mixer settings for widths ``arch``: the
+    width settings (:data:`WIDTH_SETTINGS`) scaled by the new width over the
+    macro architecture's in each stage."""
+    from mmengine.config import Config
+    full = Config.fromfile(str(COMMON)).backbone_channels
+    n = len(arch['depths'])
+    mixer = cfg['mixer']
+    stages = mixer[:n] if isinstance(mixer, list) else [mixer] * n
+    cfg['mixer'] = [
+        {k: max(1, round(v * arch['embed_dims'][i] / full[i]))
+         if k in WIDTH_SETTINGS and isinstance(v, int) else v for k, v in stage.items()}
+        for i, stage in enumerate(stages)]
+    if isinstance(cfg.get('position'), list):
+        cfg['position'] = cfg['position'][:n]
+    return cfg
+
+
 def variant_backbone(name: str, quick: bool) -> dict:
     """The macro architecture's backbone config with the mixer (and position
-    module) that variant ``name`` declares."""
+    module) that variant ``name`` declares (``quick``: :data:`QUICK_ARCH`,
+    the mixer's widths scaled to it)."""
     from mmengine.config import Config
     mixer, entry = declared_variants()[name]
     cfg = Config.fromfile(str(COMMON)).backbone.to_dict()
@@ -72,6 +94,7 @@ def variant_backbone(name: str, quick: bool) -> dict:
         cfg['position'] = dict(entry.position)
     if quick:
         cfg['arch'] = dict(QUICK_ARCH)
+        scale_widths(cfg, QUICK_ARCH)
     return cfg
 
 
