@@ -203,9 +203,8 @@ def class_weights(probe, seed: int = 0, images: int = 32):
 def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
               device: str = 'cpu') -> ProbeRun:
     """Train ``design`` on ``probe_name`` from scratch (AdamW, linear warm-up
-    then cosine decay, ``scale.iters`` steps on
-    fresh batches of the seed's stream) and score it on the evaluation set at
-    every evaluated side."""
+    then cosine decay, ``scale.iters`` steps on fresh batches of the seed's
+    stream) and score it on the evaluation set at every evaluated side."""
     import numpy as np
     import torch
     from torch.nn import functional as F
