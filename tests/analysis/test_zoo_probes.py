@@ -9,11 +9,13 @@ import pytest
 
 from vattn_mm.analysis.zoo.probe_report import plot_probes, probe_report, seed_scores
 from vattn_mm.analysis.zoo.probe_study import (SCALES, ProbeRun, Scale, design_backbone,
-                                               designs, is_trivial, run_probe)
+                                               designs, is_trivial, merge_runs, probe_steps,
+                                               run_probe)
 from vattn_mm.analysis.zoo.probes import (ARC_MARK, CUE_BAND, CUE_COLOURS, LONG_RANGE_GAP,
                                           MARK_LENGTH, PROBES, confusion, get_probe, mean_iou,
                                           trivial_miou)
-from vattn_mm.analysis.zoo.ranking import (discriminates, estimate, supported_claims,
+from vattn_mm.analysis.zoo.ranking import (discriminates, estimate, holm, paired_p,
+                                           supported_claims, supported_effects,
                                            supported_ranks, welch_p)
 
 
@@ -110,6 +112,24 @@ def test_scale_range_class_is_the_colour_of_one_end():
     assert max(reaches) >= 0.6 * side and np.median(reaches) >= 0.25 * side
 
 
+def test_scale_range_lengths_are_uniform():
+    """Bar lengths are uniform from 4 px to 90 % of the side: long bars are
+    as frequent as short ones (log-uniform lengths put a few long bars'
+    pixels in most of the images' foreground)."""
+    probe = get_probe('scale_range')
+    side = probe.train_side
+    lengths = []
+    for y in probe.sample(0, 400)[1]:
+        pixels = np.argwhere(y > 0).astype(float)
+        pixels -= pixels.mean(0)
+        axis = np.linalg.eigh(pixels.T @ pixels)[1][:, -1]      # the bar's long axis
+        lengths.append(np.ptp(pixels @ axis) + 1)
+    quartiles = np.quantile(lengths, [0.25, 0.5, 0.75])
+    expected = 4 + (0.9 * side - 4) * np.array([0.25, 0.5, 0.75])
+    assert np.abs(quartiles - expected).max() < 8        # log-uniform: a median of 21 px
+    assert min(lengths) <= 8 and max(lengths) >= 0.85 * side
+
+
 def test_fine_structure_is_one_thin_marked_arc():
     """One arc an image, thin (an erosion by a 5x5 square removes it all),
     its class the colour of about ARC_MARK of it; every class occurs."""
@@ -160,6 +180,33 @@ def test_ranking_claims_only_supported_differences():
     assert welch_p([1., 1.], [2., 2.]) == 0 and welch_p([1.], [2., 3.]) == 1
 
 
+def test_holm_adjusts_step_down():
+    """Sorted p-values times the tests left, kept monotone, capped at 1."""
+    assert holm([0.04, 0.01, 0.03]) == pytest.approx([0.06, 0.03, 0.06])
+    assert holm([0.5, 0.001]) == pytest.approx([0.5, 0.002])
+    assert holm([0.6, 0.7]) == [1.0, 1.0] and holm([]) == []
+
+
+def test_main_effects_are_paired_over_the_other_factor():
+    """A level better in every cell by a little is supported, though the
+    cells' spread over the other factor dwarfs the difference; a level
+    better in some cells and worse in others is not."""
+    rng = np.random.default_rng(0)
+    base = {f'p{i}': float(rng.uniform(0.3, 0.9)) for i in range(8)}
+    cells = {'stem': {k: v + 0.05 + rng.normal(0, 0.005) for k, v in base.items()},
+             'patch': dict(base),
+             'mixed': {k: v + (0.05 if i % 2 else -0.05) for i, (k, v) in enumerate(base.items())}}
+    effects = supported_effects(cells)
+    assert [(e.better, e.worse) for e in effects] == [('stem', 'patch')]
+    top = effects[0]
+    assert 0.04 < top.diff < 0.06 and top.wins == top.n == 8
+    assert 0 < top.half < 0.01 and top.p <= 0.05
+    # pooled over the other factor the seeds of 'stem' and 'patch' overlap: Welch claims nothing
+    assert supported_claims({k: list(v.values()) for k, v in cells.items()}) == []
+    assert paired_p([0.1, 0.1]) == 0 and paired_p([0., 0.]) == 1 and paired_p([0.3]) == 1
+    assert supported_effects({'a': {'x': 1.}, 'b': {'x': 0.}}) == []     # one shared level
+
+
 def test_holm_correction_withholds_marginal_claims():
     """Many designs with the same distribution: no pair is claimed."""
     rng = np.random.default_rng(0)
@@ -198,6 +245,27 @@ def test_run_is_reproducible_and_learns():
     assert runs[0].steps == 60
 
 
+def test_probe_schedule_sets_the_steps():
+    """A probe's ``schedule`` multiplies the study's steps (scale_range
+    trains 1.5x as long: 900 steps at the CPU scale)."""
+    probe = get_probe('scale_range')
+    assert probe_steps(probe, SCALES['cpu']) == 900 and probe_steps(probe, SCALES['gpu']) == 4500
+    assert probe_steps(get_probe('long_range'), SCALES['cpu']) == 600
+    scale = Scale(SCALES['smoke'].arch, iters=4, batch=2, lr=2e-3, eval_images=2, head_dims=8)
+    run = run_probe('mixer:swin', 'scale_range', 0, scale)
+    assert run.steps == 6 and set(run.scores) == {str(probe.train_side)}
+
+
+def test_merge_runs_takes_the_later_study():
+    old = [ProbeRun('mixer:swin', p, s, {'1': 0.1}) for p in ('long_range', 'scale_range')
+           for s in (0, 1)]
+    new = [ProbeRun('mixer:swin', 'scale_range', s, {'1': 0.9}) for s in (0, 1)]
+    merged = merge_runs([old, new])
+    assert [(r.probe, r.seed, r.scores['1']) for r in merged] == [
+        ('long_range', 0, 0.1), ('long_range', 1, 0.1), ('scale_range', 0, 0.9),
+        ('scale_range', 1, 0.9)]
+
+
 # ------------------------------------------------------------------ report
 def _runs(a_mean, b_mean):
     rng = np.random.default_rng(1)
@@ -230,6 +298,26 @@ def test_report_tables_and_figures(tmp_path):
                                                              'zoo_capability.png'}
     same = probe_report(_runs(0.5, 0.5), 'set-up')
     assert '**no**' in same and '0 of 1 pairs separated' in same
+    assert '**Main effects**' not in text          # one tokeniser: no grid to pair over
+
+
+def test_report_main_effects_of_the_grid():
+    """The ViT_c stem a little above overlapping patches under every
+    encoding: the tokenisation effect is claimed, with its consistency."""
+    from vattn_mm.analysis.zoo.probe_study import POSITION_ENCODINGS
+    rng = np.random.default_rng(2)
+    runs = []
+    for i, pos in enumerate(POSITION_ENCODINGS):
+        for tok, lift in (('overlap', 0.), ('convstem', 0.04)):
+            for seed in range(3):
+                v = 0.4 + 0.05 * i + lift + float(rng.normal(0, 0.004))
+                runs.append(ProbeRun(f'position:{pos}+{tok}', 'resolution', seed,
+                                     {'64': 0.7, '88': 0.6, '128': v}, {}, {'64': 0.8}))
+    text = probe_report(runs, 'set-up')
+    assert '**Main effects**' in text and 'resolution at 128 px' in text
+    line = next(x for x in text.splitlines() if x.startswith('* **tokenisation**'))
+    assert '1 of 1 pairs separated: convstem > overlap (+0.04' in line and 'in 8 of 8' in line
+    assert any(x.startswith('* **position encoding** (8 levels') for x in text.splitlines())
 
 
 @pytest.mark.parametrize('scale', ['cpu', 'gpu'])

@@ -80,6 +80,30 @@ def test_report_from_earlier_runs(tmp_path):
         earlier_runs([tmp_path / 'out' / 'runs'], ['sra'])
 
 
+def test_probe_report_merges_a_rerun(tmp_path):
+    """``--parts probes --report-from FULL RERUN``: a run (design, probe,
+    seed) comes from the last directory that has it; the set-up line names
+    scale_range's longer schedule."""
+    from vattn_mm.analysis.zoo.probe_study import ProbeRun
+    dirs = []
+    for name, score, probes in (('full', 0.3, ('long_range', 'scale_range')),
+                                ('rerun', 0.9, ('scale_range',))):
+        dirs.append(tmp_path / name)
+        dirs[-1].mkdir()
+        runs = [ProbeRun(f'mixer:{v}', p, s, {'112' if p == 'long_range' else '128': score})
+                for v in ('swin', 'global') for p in probes for s in range(3)]
+        write_dataclass_csv(runs, dirs[-1] / 'zoo_probes.csv', ProbeRun)
+    out = tmp_path / 'out'
+    assert TOOL.main(['--parts', 'probes', '--report-from', *map(str, dirs),
+                      '--out-dir', str(out)]) == 0
+    runs = read_probe_csv(out / 'zoo_probes.csv')
+    assert len(runs) == 12 and {(r.probe, r.seed) for r in runs if r.design == 'mixer:swin'} == {
+        (p, s) for p in ('long_range', 'scale_range') for s in range(3)}
+    assert {r.probe: next(iter(r.scores.values())) for r in runs} == {'long_range': 0.3,
+                                                                      'scale_range': 0.9}
+    assert '600 AdamW steps (scale_range: 900)' in (out / 'zoo_probes.md').read_text()
+
+
 def _zoo(*args, timeout=600):
     return subprocess.run([sys.executable, str(TOOL.ROOT / 'tools/analysis/zoo.py'), *args],
                           cwd=TOOL.ROOT, capture_output=True, text=True, timeout=timeout)

@@ -71,7 +71,8 @@ from vattn_mm.analysis.zoo import (TASKS, Accuracy, Scaling, earlier_runs, headl
 from vattn_mm.analysis.zoo.probe_report import (PROBES_BEGIN, PROBES_END, plot_probes,
                                                 probe_report)
 from vattn_mm.analysis.zoo.probe_study import (AXES, POSITION_ENCODINGS, SCALES, TOKENISERS,
-                                               ProbeRun, designs, read_probe_csv, run_probe)
+                                               ProbeRun, designs, merge_runs, probe_steps,
+                                               read_probe_csv, run_probe)
 from vattn_mm.analysis.zoo.probes import PROBES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -446,7 +447,7 @@ def probes_part(args: argparse.Namespace, out: Path) -> int:
         found = [d / 'zoo_probes.csv' for d in args.report_from if (d / 'zoo_probes.csv').is_file()]
         if not found:
             raise FileNotFoundError(f'no zoo_probes.csv in {args.report_from}')
-        runs = read_probe_csv(found[-1])
+        runs = merge_runs(read_probe_csv(f) for f in found)
         write_dataclass_csv(runs, out / 'zoo_probes.csv', ProbeRun)
         took = ''
     else:
@@ -454,10 +455,12 @@ def probes_part(args: argparse.Namespace, out: Path) -> int:
         took = f', took {(time.monotonic() - start) / 60:.0f} min'
     scale = SCALES[args.scale]
     arch = scale.arch
+    longer = ''.join(f' ({p.name}: {probe_steps(p, scale)})' for p in PROBES.values()
+                     if p.schedule != 1 and p.name in args.probes)
     how = (f'{args.device}, fp32, {args.scale} scale: the first {len(arch["depths"])} stages '
            f'(widths {arch["embed_dims"]}, one block each) + a linear head, {scale.iters} AdamW '
-           f'steps of batch {scale.batch} on fresh draws, mIoU on {scale.eval_images} fixed '
-           f'evaluation images; seeds {args.probe_seeds}; {args.jobs} processes at a time on '
+           f'steps{longer} of batch {scale.batch} on fresh draws, mIoU on {scale.eval_images} '
+           f'fixed evaluation images; seeds {args.probe_seeds}; {args.jobs} processes at a time on '
            f'{os.cpu_count()} cores{took}')
     text = probe_report(runs, how)
     (out / 'zoo_probes.md').write_text(text + '\n')

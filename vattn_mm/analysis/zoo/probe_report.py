@@ -1,6 +1,7 @@
 """The probe study's report: per axis and probe the designs' mean mIoU with
 95 % intervals and supported ranks, each probe's discrimination check, the
-claims the tests support, and two figures (accuracy against resolution per
+claims the tests support, the main effects of the position x tokenisation
+grid, and two figures (accuracy against resolution per
 position encoding, the mixers' capability chart)."""
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from typing import Sequence
 from .probe_study import (AXES, DISCRIMINATION_PAIRS, POSITION_ENCODINGS, TOKENISERS,
                           TRIVIAL_FOREGROUND_IOU, ProbeRun, is_trivial)
 from .probes import PROBES, get_probe
-from .ranking import discriminates, estimate, supported_claims, supported_ranks
+from .ranking import (discriminates, estimate, supported_claims, supported_effects,
+                      supported_ranks)
 
 PROBES_BEGIN, PROBES_END = '<!-- zoo:probes -->', '<!-- /zoo:probes -->'
 
@@ -112,6 +114,30 @@ def position_table(runs: Sequence[ProbeRun]) -> list[str]:
     return lines
 
 
+def effect_lines(runs: Sequence[ProbeRun]) -> list[str]:
+    """Main effects of the position x tokenisation grid on ``resolution`` at
+    its ranked side: per factor, the level pairs whose cell means differ
+    consistently over the other factor's levels (paired t-tests, Holm over
+    the factor's pairs)."""
+    grid = {tuple(_short(d).split('+')): sum(v) / len(v)
+            for d, v in seed_scores(runs, 'resolution').items() if d.startswith('position:') and v}
+    lines = []
+    for factor, index in (('position encoding', 0), ('tokenisation', 1)):
+        cells: dict = {}
+        for key, mean in grid.items():
+            cells.setdefault(key[index], {})[key[1 - index]] = mean
+        if len(cells) < 2 or max(len(c) for c in cells.values()) < 2:
+            continue
+        effects = supported_effects(cells)
+        pairs = len(cells) * (len(cells) - 1) // 2
+        shown = ', '.join(f'{e.better} > {e.worse} (+{e.diff:.3f} ± {e.half:.3f}, in {e.wins} '
+                          f'of {e.n})' for e in effects)
+        lines.append(f'* **{factor}** ({len(cells)} levels, paired over the other factor): '
+                     f'{len(effects)} of {pairs} pairs separated' + (f': {shown}.' if effects
+                                                                     else '.'))
+    return lines
+
+
 def claim_lines(runs: Sequence[ProbeRun], limit: int = 12) -> list[str]:
     lines = []
     for probe in PROBES:
@@ -131,7 +157,8 @@ def claim_lines(runs: Sequence[ProbeRun], limit: int = 12) -> list[str]:
 
 
 def probe_report(runs: Sequence[ProbeRun], how: str) -> str:
-    """The markdown of the study: set-up, discrimination, tables, claims."""
+    """The markdown of the study: set-up, discrimination, tables, claims,
+    main effects."""
     errors = [r for r in runs if r.error]
     trivial = [r for r in runs if is_trivial(r)]
     parts = [f'Set-up: {how}.', '', '**Discrimination.**', '', *discrimination_lines(runs), '',
@@ -141,9 +168,15 @@ def probe_report(runs: Sequence[ProbeRun], how: str) -> str:
              *mixer_table(runs), '', '**Position encoding x tokenisation** (global attention, '
              'MLP FFN), resolution transfer:', '', *position_table(runs), '',
              '**Supported differences** (Holm-corrected Welch tests, family-wise 5 % per '
-             'probe and axis):', '', *claim_lines(runs), '',
-             f'Runs: {len(runs)}; failed: {len(errors)}; trivial (foreground IoU <= '
-             f'{TRIVIAL_FOREGROUND_IOU}): {len(trivial)}.']
+             'probe and axis):', '', *claim_lines(runs), '']
+    effects = effect_lines(runs)
+    if effects:
+        parts += [f'**Main effects** of the position x tokenisation grid on resolution at '
+                  f'{ranked_side("resolution")} px (per factor, paired t-tests of cell means over '
+                  f'the other factor\'s levels, Holm over the factor\'s pairs, family-wise 5 %; '
+                  f'difference ± 95 % half-interval):', '', *effects, '']
+    parts += [f'Runs: {len(runs)}; failed: {len(errors)}; trivial (foreground IoU <= '
+              f'{TRIVIAL_FOREGROUND_IOU}): {len(trivial)}.']
     for r in errors:
         parts.append(f'* {r.design} {r.probe} seed {r.seed}: {r.error}')
     return '\n'.join(parts)

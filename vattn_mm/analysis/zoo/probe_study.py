@@ -15,7 +15,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 from .probes import PROBES, confusion, get_probe, mean_iou, trivial_miou
 from .variants import scale_widths, variant_backbone, variants
@@ -200,11 +200,17 @@ def class_weights(probe, seed: int = 0, images: int = 32):
     return torch.tensor(w / w.mean(), dtype=torch.float32)
 
 
+def probe_steps(probe, scale: Scale) -> int:
+    """Training steps of ``probe`` at ``scale``: the scale's times the probe's ``schedule``."""
+    return round(scale.iters * probe.schedule)
+
+
 def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
               device: str = 'cpu') -> ProbeRun:
     """Train ``design`` on ``probe_name`` from scratch (AdamW, linear warm-up
-    then cosine decay, ``scale.iters`` steps on fresh batches of the seed's
-    stream) and score it on the evaluation set at every evaluated side."""
+    then cosine decay, :func:`probe_steps` steps on fresh batches of the
+    seed's stream) and score it on the evaluation set at every evaluated
+    side."""
     import numpy as np
     import torch
     from torch.nn import functional as F
@@ -212,7 +218,7 @@ def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
     torch.manual_seed(seed)
     net = build_probe_net(design_backbone(design, scale), probe.num_classes,
                           scale.head_dims).to(device)
-    iters = scale.iters
+    iters = probe_steps(probe, scale)
     opt = torch.optim.AdamW(net.parameters(), lr=scale.lr, weight_decay=0.05)
     warmup = max(1, iters // 10)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda i: min(1., (i + 1) / warmup) * 0.5 * (
@@ -277,3 +283,14 @@ def read_probe_csv(path: Path) -> list[ProbeRun]:
                          float(r['train_s'] or 0), float(r['final_loss'] or 0),
                          float(r['peak_rss_mib'] or 0), r['error'])
                 for r in csv.DictReader(f)]
+
+
+def merge_runs(studies: Iterable[Sequence[ProbeRun]]) -> list[ProbeRun]:
+    """The runs of several studies, one per (design, probe, seed): a later
+    study's run replaces an earlier one's (a rerun of one probe merged into
+    a full study), in the order they first appear."""
+    merged: dict = {}
+    for runs in studies:
+        for r in runs:
+            merged[(r.design, r.probe, r.seed)] = r
+    return list(merged.values())

@@ -9,7 +9,8 @@ background) from a seed, at any side, so a study ships no data.
 * ``long_range``: grey discs whose class is the colour of a cue band along
   the image's opposite edge, at least :data:`LONG_RANGE_GAP` pixels away (a
   mixer that sees no further cannot know it).
-* ``scale_range``: a grey bar from 4 pixels to 90 % of the side long,
+* ``scale_range``: a grey bar from 4 pixels to 90 % of the side long
+  (uniform in length, so long bars carry their share of the pixels),
   labelled by the colour of one end (a short bar's mark is a few pixels and
   needs resolution, a long one's other end lies most of the image away).
 * ``fine_structure``: an arc 1.5-3 pixels wide over clutter, grey but for
@@ -47,7 +48,8 @@ SPLITS = ('train', 'eval')
 @dataclass(frozen=True)
 class Probe:
     """One probe: its generator, classes and sizes.  ``eval_sides``: the
-    sides it is evaluated at (the first is the training side's score)."""
+    sides it is evaluated at (the first is the training side's score);
+    ``schedule``: its training steps as a multiple of the study's."""
 
     name: str
     classes: tuple[str, ...]
@@ -55,6 +57,7 @@ class Probe:
     train_side: int
     eval_sides: tuple[int, ...]
     summary: str
+    schedule: float = 1.
 
     @property
     def num_classes(self) -> int:
@@ -146,13 +149,13 @@ def draw_resolution(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np
 
 
 def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
-    """One grey bar in a random direction, its length log-uniform from 4 px
-    to 90 % of the side, :data:`BAR_ASPECT` times its width (at least 2 px),
+    """One grey bar in a random direction, its length uniform from 4 px to
+    90 % of the side, :data:`BAR_ASPECT` times its width (at least 2 px),
     labelled 1 + the colour index of its mark: the first
     :data:`MARK_LENGTH` of its length (at least 1.5 px)."""
     xs, ys = _grid(side)
     image, label = _background(rng, side), np.zeros((side, side), np.int64)
-    length = math.exp(rng.uniform(math.log(4), math.log(0.9 * side)))
+    length = rng.uniform(4, 0.9 * side)
     width = max(2., length / BAR_ASPECT)
     angle = rng.uniform(0, 2 * math.pi)
     c, s = math.cos(angle), math.sin(angle)
@@ -232,11 +235,11 @@ PROBES: dict[str, Probe] = {p.name: p for p in (
     Probe('scale_range', ('background', 'red mark', 'green mark', 'blue mark'),
           draw_scale_range, 128, (128,),
           f'a grey bar 4 px to 90 % of the side long, classed by the colour of its first '
-          f'{MARK_LENGTH:.0%}'),
+          f'{MARK_LENGTH * 100:.0f} %', schedule=1.5),
     Probe('fine_structure', ('background', 'red start', 'green start', 'blue start'),
           draw_fine_structure, 96, (96,),
           f'an arc 1.5-3 px wide over clutter, classed by the colour of its first '
-          f'{ARC_MARK:.0%}'),
+          f'{ARC_MARK * 100:.0f} %'),
 )}
 
 

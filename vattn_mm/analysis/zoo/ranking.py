@@ -1,11 +1,12 @@
 """The zoo's ranking protocol: per design a mean over seeds with a 95 %
 Student-t interval, pairwise Welch tests with Holm's correction over all
-pairs of a table, and a ranking that claims only the differences those
-tests support (docs/zoo.md, "Probes")."""
+pairs of a table, a ranking that claims only the differences those tests
+support, and the main effects of a two-factor grid (paired tests of cell
+means over the other factor) (docs/zoo.md, "Probes")."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import combinations
 from typing import Mapping, Sequence
 
@@ -66,6 +67,18 @@ class Claim:
     p: float
 
 
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given: a test is
+    rejected at family-wise level ``alpha`` where its adjusted p is at most
+    ``alpha``."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    adjusted, running = [1.0] * len(pvalues), 0.0
+    for rank, i in enumerate(order):
+        running = min(1.0, max(running, (len(pvalues) - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
 def supported_claims(scores: Mapping[str, Sequence[float]], alpha: float = ALPHA
                      ) -> list[Claim]:
     """Every pairwise difference of ``{design: seed scores}`` that Welch's
@@ -78,15 +91,9 @@ def supported_claims(scores: Mapping[str, Sequence[float]], alpha: float = ALPHA
         mb = sum(scores[b]) / len(scores[b])
         better, worse = (a, b) if ma >= mb else (b, a)
         tests.append((welch_p(scores[a], scores[b]), better, worse, abs(ma - mb)))
-    tests.sort()
-    claims, m = [], len(tests)
-    running = 0.0
-    for i, (p, better, worse, diff) in enumerate(tests):
-        adjusted = min(1.0, max(running, (m - i) * p))
-        running = adjusted
-        if adjusted > alpha:
-            break               # Holm: once one is not rejected, none after is
-        claims.append(Claim(better, worse, diff, adjusted))
+    adjusted = holm([t[0] for t in tests])
+    claims = [Claim(better, worse, diff, p)
+              for (_, better, worse, diff), p in zip(tests, adjusted) if p <= alpha]
     return sorted(claims, key=lambda c: -c.diff)
 
 
@@ -105,3 +112,51 @@ def discriminates(a: Sequence[float], b: Sequence[float]) -> bool:
     are disjoint (stricter than Welch's test)."""
     ea, eb = estimate(a), estimate(b)
     return ea.high < eb.low or eb.high < ea.low
+
+
+@dataclass(frozen=True)
+class Effect:
+    """Level ``better`` of a factor scores higher than ``worse``: by ``diff``
+    ± ``half`` (mean and 95 % t half-interval of the paired differences of
+    cell means over the other factor's ``n`` levels), higher in ``wins`` of
+    them; Holm-adjusted ``p``."""
+
+    better: str
+    worse: str
+    diff: float
+    half: float
+    wins: int
+    n: int
+    p: float
+
+
+def paired_p(diffs: Sequence[float]) -> float:
+    """Two-sided one-sample t-test p-value of mean(diffs) != 0; 1 below 2
+    values, 0 where the differences are constant and not 0."""
+    from scipy import stats
+    if len(diffs) < 2:
+        return 1.0
+    if max(diffs) == min(diffs):
+        return 0.0 if diffs[0] != 0 else 1.0
+    return float(stats.ttest_1samp(diffs, 0.0).pvalue)
+
+
+def supported_effects(cells: Mapping[str, Mapping[str, float]], alpha: float = ALPHA
+                      ) -> list[Effect]:
+    """The main effects of one factor of a grid ``{level: {other level:
+    cell mean}}`` that the data support: per pair of levels a paired t-test
+    of their cell means over the other factor's levels both have, Holm over
+    the pairs at family-wise level ``alpha``; largest difference first."""
+    tests: list[tuple[float, Effect]] = []
+    for a, b in combinations(cells, 2):
+        shared = [k for k in cells[a] if k in cells[b]]
+        diffs = [cells[a][k] - cells[b][k] for k in shared]
+        if len(diffs) < 2:
+            continue
+        e = estimate(diffs)
+        better, worse, sign = (a, b, 1) if e.mean >= 0 else (b, a, -1)
+        tests.append((paired_p(diffs), Effect(better, worse, sign * e.mean, e.half,
+                                              sum(sign * d > 0 for d in diffs), len(diffs), 1.0)))
+    adjusted = holm([p for p, _ in tests])
+    effects = [replace(e, p=p) for (_, e), p in zip(tests, adjusted) if p <= alpha]
+    return sorted(effects, key=lambda e: -e.diff)
