@@ -299,6 +299,10 @@ def test_report_tables_and_figures(tmp_path):
     same = probe_report(_runs(0.5, 0.5), 'set-up')
     assert '**no**' in same and '0 of 1 pairs separated' in same
     assert '**Main effects**' not in text          # one tokeniser: no grid to pair over
+    mixers_only = probe_report([r for r in runs if r.design.startswith('mixer:')], 'set-up')
+    assert '**Token mixers**' in mixers_only and '**Position encoding' not in mixers_only
+    positions_only = probe_report([r for r in runs if r.probe == 'resolution'], 'set-up')
+    assert '**Token mixers**' not in positions_only and '| absolute |' in positions_only
 
 
 def test_report_main_effects_of_the_grid():

@@ -64,10 +64,12 @@ def _trivial_runs(runs: Sequence[ProbeRun], design: str, probe: str) -> int:
 
 def mixer_table(runs: Sequence[ProbeRun]) -> list[str]:
     """Mixer axis: one row per design, per probe mean ± 95 % half-interval
-    (seeds) and the supported rank."""
+    (seeds) and the supported rank; no lines where no mixer design scored."""
     designs = list(dict.fromkeys(r.design for r in runs if r.design.startswith('mixer:')))
     scores = {p: seed_scores(runs, p) for p in AXES['mixer']}
     probes = [p for p in AXES['mixer'] if set(scores[p]) & set(designs)]
+    if not probes:
+        return []
     ranks = {p: supported_ranks(scores[p]) for p in probes}
     head = ' | '.join(f'{p} (rank)' for p in probes)
     lines = [f'| mixer | params | {head} |', '|---' * (2 + len(probes)) + '|']
@@ -161,14 +163,18 @@ def probe_report(runs: Sequence[ProbeRun], how: str) -> str:
     main effects."""
     errors = [r for r in runs if r.error]
     trivial = [r for r in runs if is_trivial(r)]
-    parts = [f'Set-up: {how}.', '', '**Discrimination.**', '', *discrimination_lines(runs), '',
-             '**Token mixers** (the rest fixed), mIoU at the ranked side, mean ± 95 % '
-             'half-interval (seeds), then the supported rank (1 + the designs a Holm-corrected '
-             'Welch test puts above it; equal ranks: not separated):', '',
-             *mixer_table(runs), '', '**Position encoding x tokenisation** (global attention, '
-             'MLP FFN), resolution transfer:', '', *position_table(runs), '',
-             '**Supported differences** (Holm-corrected Welch tests, family-wise 5 % per '
-             'probe and axis):', '', *claim_lines(runs), '']
+    parts = [f'Set-up: {how}.', '', '**Discrimination.**', '', *discrimination_lines(runs), '']
+    mixers, positions = mixer_table(runs), position_table(runs)
+    if mixers:
+        parts += ['**Token mixers** (the rest fixed), mIoU at the ranked side, mean ± 95 % '
+                  'half-interval (seeds), then the supported rank (1 + the designs a '
+                  'Holm-corrected Welch test puts above it; equal ranks: not separated):', '',
+                  *mixers, '']
+    if positions:
+        parts += ['**Position encoding x tokenisation** (global attention, MLP FFN), '
+                  'resolution transfer:', '', *positions, '']
+    parts += ['**Supported differences** (Holm-corrected Welch tests, family-wise 5 % per '
+              'probe and axis):', '', *claim_lines(runs), '']
     effects = effect_lines(runs)
     if effects:
         parts += [f'**Main effects** of the position x tokenisation grid on resolution at '
