@@ -1,3 +1,5 @@
+import functools
+import importlib
 import json
 import os
 from pathlib import Path
@@ -52,11 +54,27 @@ def demo_trained(tmp_path_factory, demo_data):
     return get
 
 
+#: what a ``needs`` marker names -> the module that must import for it
+NEEDS = {'mmdet': 'mmdet.models', 'mmseg': 'mmseg.models', 'mmpretrain': 'mmpretrain.models',
+         'mmcv.ops': 'mmcv.ops'}
+#: set (to 1) where the whole stack is installed (`make test`, CI's pinned job): a
+#: ``needs`` marker then never skips, so a broken install fails instead of skipping
+FULL_STACK_ENV = 'VATTN_FULL_STACK'
+
+
+@functools.lru_cache(maxsize=None)
+def _missing(name: str) -> str:
+    """Why ``name`` (a key of NEEDS) cannot be used here, or ''."""
+    try:
+        importlib.import_module(NEEDS[name])
+    except ImportError as err:
+        return f'{name} does not import in this environment ({err})'
+    return ''
+
+
 def pytest_configure(config):
-    """The ``slow`` marker; under pytest-xdist each worker computes on one
-    thread: the workers together use the cores instead of oversubscribing them."""
-    config.addinivalue_line('markers', 'slow: starts processes or trains models for tens of '
-                            'seconds; first in the run, left out of `make test-quick`')
+    """Under pytest-xdist each worker computes on one thread: the workers
+    together use the cores instead of oversubscribing them."""
     if os.environ.get('PYTEST_XDIST_WORKER'):
         torch.set_num_threads(1)
 
@@ -64,5 +82,17 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     """The tests marked ``slow`` run first (a stable sort): under pytest-xdist
     the long runs then overlap the many short ones instead of ending the run
-    on one worker while the other waits."""
+    on one worker while the other waits.  A test marked ``needs(...)`` is
+    skipped where what it names does not import, unless $VATTN_FULL_STACK is
+    set."""
     items.sort(key=lambda item: item.get_closest_marker('slow') is None)
+    if os.environ.get(FULL_STACK_ENV):
+        return
+    for item in items:
+        for marker in item.iter_markers('needs'):
+            unknown = set(marker.args) - set(NEEDS)
+            if unknown:
+                raise pytest.UsageError(f'{item.nodeid}: needs{marker.args}: unknown {unknown}')
+            reasons = [r for r in map(_missing, marker.args) if r]
+            if reasons:
+                item.add_marker(pytest.mark.skip(reason='; '.join(reasons)))

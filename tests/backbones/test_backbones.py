@@ -64,6 +64,7 @@ def test_release_wrappers_and_ddp_prefix(name, wrapper, tmp_path):
 
 
 @pytest.mark.parametrize('name', REGISTERED)
+@pytest.mark.needs('mmdet', 'mmseg', 'mmpretrain')
 def test_registry_scopes(name):
     check_registry_scopes(name, CASES[name].micro, CASES[name].size)
 

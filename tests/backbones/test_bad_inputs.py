@@ -66,6 +66,7 @@ IMAGES = {
 
 
 @pytest.mark.parametrize('name', IMAGES)
+@pytest.mark.needs('mmdet')
 def test_odd_images_are_detected_in_image_coordinates(name, detector, tmp_path):
     """Resize + pad to 32 bring every image to a valid input; predictions
     come back in the original image's coordinates, masks at its size."""
@@ -128,6 +129,7 @@ def coco(demo):
     return json.loads((demo / 'coco/annotations/instances_train.json').read_text())
 
 
+@pytest.mark.needs('mmdet')
 def test_annotation_file_without_images(demo, coco, tmp_path):
     coco.update(images=[], annotations=[])
     with pytest.raises(EmptyDatasetError,
@@ -135,12 +137,14 @@ def test_annotation_file_without_images(demo, coco, tmp_path):
         coco_dataset(demo, coco, tmp_path)
 
 
+@pytest.mark.needs('mmdet')
 def test_training_set_without_objects(demo, coco, tmp_path):
     coco['annotations'] = []
     with pytest.raises(EmptyDatasetError, match='filter_empty_gt'):
         coco_dataset(demo, coco, tmp_path)
 
 
+@pytest.mark.needs('mmdet')
 def test_test_set_without_objects_keeps_every_image(demo, coco, tmp_path):
     coco['annotations'] = []
     dataset = coco_dataset(demo, coco, tmp_path, test_mode=True)
@@ -148,6 +152,7 @@ def test_test_set_without_objects_keeps_every_image(demo, coco, tmp_path):
     assert all(dataset.get_data_info(i)['instances'] == [] for i in range(len(dataset)))
 
 
+@pytest.mark.needs('mmdet')
 def test_partly_outside_box_is_clipped_to_the_image(demo, coco, tmp_path):
     first = coco['annotations'][0]
     image = next(i for i in coco['images'] if i['id'] == first['image_id'])
@@ -170,6 +175,7 @@ def test_partly_outside_box_is_clipped_to_the_image(demo, coco, tmp_path):
 @pytest.mark.parametrize('bbox', [[500., 500., 20., 20.], [-80., -80., 30., 30.],
                                   [10., 10., 0., 15.], [10., 10., -5., 15.]],
                          ids=['outside', 'negative-outside', 'zero-width', 'negative-width'])
+@pytest.mark.needs('mmdet')
 def test_box_outside_or_degenerate_is_dropped(bbox, demo, coco, tmp_path):
     first = coco['annotations'][0]
     first['bbox'] = bbox
@@ -180,6 +186,7 @@ def test_box_outside_or_degenerate_is_dropped(bbox, demo, coco, tmp_path):
 
 
 @pytest.mark.parametrize('serialize', [True, False], ids=['serialized', 'not-serialized'])
+@pytest.mark.needs('mmdet', 'mmseg')
 def test_empty_image_folder(serialize, tmp_path):
     """Without the check: 'need at least one array to concatenate', or (not
     serialized) an InfiniteSampler that loops forever looking for a sample."""
@@ -193,6 +200,7 @@ def test_empty_image_folder(serialize, tmp_path):
                                             seg_map_path='annotations/training')))
 
 
+@pytest.mark.needs('mmdet', 'mmseg')
 def test_missing_data_root_names_the_path():
     from mmdet.datasets import CocoDataset
     from mmseg.datasets import BaseSegDataset
@@ -247,6 +255,7 @@ def test_truncated_checkpoint_on_resume_or_load_from(truncated):
         load_runner_checkpoint(str(truncated))
 
 
+@pytest.mark.needs('mmseg')
 def test_evaluating_a_checkpoint_of_another_variant_fails_and_keeps_results(demo, tmp_path):
     """tools/test.py refuses a whole-model checkpoint that does not fit the
     config (mmengine alone would evaluate random weights) and leaves the
@@ -275,6 +284,7 @@ def test_evaluating_a_checkpoint_of_another_variant_fails_and_keeps_results(demo
 
 
 # --------------------------------------------------------------- configs
+@pytest.mark.needs('mmdet')
 def test_unknown_backbone_type():
     from mmdet.registry import MODELS as DET
     with pytest.raises(KeyError, match='PVTv9 is not in the'):

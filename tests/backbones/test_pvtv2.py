@@ -20,6 +20,7 @@ def test_wrong_checkpoint_raises_naming_keys(tmp_path):
         model.init_weights()
 
 
+@pytest.mark.needs('mmdet')
 def test_not_mmdets_pvtv2():
     from mmdet.registry import MODELS as DET
     assert DET.get('PyramidVisionTransformerV2') is not PVTv2

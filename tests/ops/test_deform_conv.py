@@ -71,6 +71,7 @@ def _assert_equals_dcn_v1(tensors: list, kernel: int, stride: int, padding: int)
     assert_all_close(ours, torchvision, 1e-10)
 
 
+@pytest.mark.needs('mmcv.ops')
 def test_gathered_deform_conv_on_the_boundary_of_the_map_is_mmcvs():
     """Samples exactly one pixel outside (-1) read zero and pass no offset
     gradient, as in mmcv's kernel, which the official LITv2 runs

@@ -145,6 +145,8 @@ def _stored_inputs(block: nn.Module, x: torch.Tensor) -> list:
     return alive
 
 
+@pytest.mark.skipif(bool(ops.FAST_PATHS['recompute_norm'].unavailable),
+                    reason=str(ops.FAST_PATHS['recompute_norm'].unavailable))
 def test_pre_norm_output_is_recomputed_not_stored():
     """The block's norm outputs (read by the mixer's and the FFN's first
     linears, and the spatial-reduction conv through a map view) are not

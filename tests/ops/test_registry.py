@@ -76,3 +76,31 @@ def test_registration_is_checked(sample_path):
         registry.FastPath('x', 'r', modes=())
     with pytest.raises(KeyError, match='already registered'):
         ops.register_fast_path(sample_path, 'again')
+
+
+def test_a_path_this_torch_lacks_is_off_and_says_why(monkeypatch):
+    """``needs=(False, what)``: off whatever the setting, and describe() says why."""
+    monkeypatch.delitem(registry.FAST_PATHS, 'lacking_path', raising=False)
+    path = registry.register_fast_path('lacking_path', 'a test path',
+                                       needs=(False, 'torch >= 99 (an API)'))
+    try:
+        assert 'torch >= 99 (an API)' in path.unavailable
+        assert torch.__version__ in path.unavailable
+        for setting in (None, {'lacking_path': True}, {'lacking_path': ('cpu',)}):
+            assert not ops.switch('lacking_path', setting)
+        monkeypatch.setenv(ops.ENV_VAR, 'lacking_path=on')
+        assert not ops.switch('lacking_path')
+        row = next(r for r in ops.describe(nn.Linear(1, 1)) if r['name'] == 'lacking_path')
+        assert row['unavailable'] == path.unavailable and row['on_in_model'] == []
+    finally:
+        del registry.FAST_PATHS['lacking_path']
+
+
+def test_the_pinned_torch_has_every_path():
+    """On the tested stack (tools/constraints.txt) no path is off for lack of
+    an API: a skip of a path's tests there would hide a regression."""
+    from pathlib import Path
+    pins = (Path(__file__).resolve().parents[2] / 'tools' / 'constraints.txt').read_text()
+    if f'torch=={torch.__version__.split("+")[0]}' not in pins.split():
+        pytest.skip(f'torch {torch.__version__} is not the pinned one')
+    assert {name: p.unavailable for name, p in ops.FAST_PATHS.items() if p.unavailable} == {}

@@ -62,9 +62,12 @@ def _cpu_sdpa_flops(query_shape, key_shape, value_shape, *args, out_shape=None, 
     return sdpa_flop_count(query_shape, key_shape, value_shape)
 
 
-#: attention kernels missing from torch's flop registry
+#: attention kernels missing from torch's flop registry (the CPU flash kernel is
+#: an operator of its own in newer releases; torch 2.1 has none)
 _EXTRA_FORMULAS = {
-    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _cpu_sdpa_flops,
+    getattr(torch.ops.aten, name): formula
+    for name, formula in (('_scaled_dot_product_flash_attention_for_cpu', _cpu_sdpa_flops),)
+    if hasattr(torch.ops.aten, name)
 }
 
 

@@ -27,6 +27,7 @@ from ..layers import (MIXERS, PEG, AgentAttention, EfficientMultiHeadAttention, 
                       ShiftedWindowAttention, map_to_tokens, tokens_to_map)
 from ..ops import FAST_PATHS, Switch, configure
 from ..utils import atomic_write
+from ..utils.compat import grad_scaler
 from .targets import mixer_stage
 
 PASSED, FAILED, SKIPPED = 'passed', 'failed', 'skipped'
@@ -410,7 +411,7 @@ def time_training_step(model: nn.Module, x: torch.Tensor, amp: bool, steps: int 
     device = x.device
     dtype = torch.float16 if device.type == 'cuda' else torch.bfloat16
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    scaler = torch.amp.GradScaler(device.type, enabled=amp and dtype == torch.float16)
+    scaler = grad_scaler(device.type, enabled=amp and dtype == torch.float16)
     model.train()
     losses = []
 

@@ -7,7 +7,6 @@ from typing import Sequence
 
 import torch
 from mmcv.cnn import ConvModule
-from mmengine.registry import MODELS
 from mmseg.models.decode_heads.decode_head import BaseDecodeHead
 
 from ..layers import ExternalAttentionUnit
@@ -23,7 +22,6 @@ def _is_channel_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
-@MODELS.register_module()
 class EAHead(BaseDecodeHead):
     """External-attention decode head (EANet).
 

@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from mmcv.cnn import build_activation_layer
 from torch import nn
 
+from ..utils.compat import autocast_available, autocast_enabled
 from .attention import check_heads, merge_heads
 from .builder import ZooVariant, register_mixer
 from .conv import TokenMapConv2d
@@ -158,7 +159,7 @@ class LiteMLA(nn.Module):
         float32 with autocast off; the result in the dtype of ``v``."""
         dtype, device = v.dtype, v.device.type
         compute = torch.promote_types(dtype, torch.float32)
-        autocast_on = torch.amp.is_autocast_available(device) and torch.is_autocast_enabled(device)
+        autocast_on = autocast_available(device) and autocast_enabled(device)
         with torch.autocast(device, enabled=False) if autocast_on else nullcontext():
             q = self.kernel_func(q.to(compute))
             k = self.kernel_func(k.to(compute))

@@ -26,6 +26,7 @@ from torch import nn
 from .. import ops
 from ..ops.quadtree import gathered_aggregate, gathered_scores, top_keys
 from ..ops.selection import top_k
+from ..utils.compat import is_compiling
 from .attention import attention_width
 from .builder import ZooVariant, register_mixer
 from .conv import DepthwiseConv2d
@@ -69,7 +70,7 @@ def _clamp_topk(k: int, available: int, level: int) -> int:
         return torch.clamp(available, max=k)
     if k <= available:
         return k
-    if not _TOPK_CLAMP_LOGGED and not torch.compiler.is_compiling():
+    if not _TOPK_CLAMP_LOGGED and not is_compiling():
         _TOPK_CLAMP_LOGGED = True
         print_log(
             f'QuadtreeAttention: top-k {k} at pyramid level {level} (0 = coarsest) '

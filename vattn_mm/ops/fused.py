@@ -26,20 +26,23 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from ..utils.compat import autocast_enabled, is_compiling
 from ..utils.tracing import is_exporting
 from .gates import global_forward_hooks, has_forward_hooks
 from .registry import Switch, register_fast_path
-
-register_fast_path(
-    'fused_act', 'linear / convolution + activation as one oneDNN call in CPU inference',
-    devices=('cpu', ), default_devices=('cpu', ), dtypes=(torch.float32, ),
-    modes=('inference', ))
 
 _OPS = torch.ops.mkldnn
 #: whether this PyTorch build has the fused oneDNN kernels
 FUSED_ACT_AVAILABLE = (torch.backends.mkldnn.is_available()
                        and hasattr(_OPS, '_linear_pointwise')
                        and hasattr(_OPS, '_convolution_pointwise'))
+
+register_fast_path(
+    'fused_act', 'linear / convolution + activation as one oneDNN call in CPU inference',
+    devices=('cpu', ), default_devices=('cpu', ), dtypes=(torch.float32, ),
+    modes=('inference', ),
+    needs=(FUSED_ACT_AVAILABLE, "a PyTorch build with oneDNN's fused pointwise kernels "
+                                '(torch.ops.mkldnn._linear_pointwise)'))
 
 
 def fused_post_op(act: nn.Module) -> Optional[tuple[str, str]]:
@@ -56,8 +59,8 @@ def fused_post_op(act: nn.Module) -> Optional[tuple[str, str]]:
 def can_fuse(x: torch.Tensor, layer: nn.Module, act: nn.Module, switch: Switch) -> bool:
     """Whether ``act(layer(x))`` may run as one fused call (module docstring)."""
     return (FUSED_ACT_AVAILABLE and not torch.is_grad_enabled()
-            and not torch.compiler.is_compiling()      # inductor fuses by itself
-            and switch.on(x) and not torch.is_autocast_enabled('cpu')
+            and not is_compiling()      # inductor fuses by itself
+            and switch.on(x) and not autocast_enabled('cpu')
             and _get_current_dispatch_mode() is None and not is_exporting()
             and not (has_forward_hooks(layer) or has_forward_hooks(act)
                      or global_forward_hooks()))

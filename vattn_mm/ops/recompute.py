@@ -43,7 +43,10 @@ register_fast_path('recompute_act', "FFNs keep the activation's input only and r
                    'the activation in the backward: one hidden-width map less saved',
                    modes=('train', ))
 register_fast_path('recompute_norm', 'pre-norm outputs are recomputed from the norm input '
-                   'in the backward instead of being saved', modes=('train', ))
+                   'in the backward instead of being saved', modes=('train', ),
+                   needs=(hasattr(torch._C._autograd, '_top_saved_tensors_default_hooks'),
+                          'a query whether saved-tensor hooks are active (torch._C._autograd.'
+                          '_top_saved_tensors_default_hooks, not in torch 2.1)'))
 
 _ATEN = torch.ops.aten
 

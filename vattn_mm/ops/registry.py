@@ -60,6 +60,9 @@ class FastPath:
         evidence: where the measurement behind the defaults is recorded.
         modes: where it acts: ``'train'`` (a step with autograd) and / or
             ``'inference'`` (no autograd); the GPU check times it there.
+        unavailable: why the running PyTorch cannot take it (an API it needs
+            is missing), or ``None``: where set, the path is off whatever the
+            setting, and :func:`describe` says why.
     """
 
     name: str
@@ -69,6 +72,7 @@ class FastPath:
     dtypes: tuple[torch.dtype, ...] = _FLOATS
     evidence: str = 'docs/benchmarks.md'
     modes: tuple[str, ...] = MODES
+    unavailable: Optional[str] = None
 
     def __post_init__(self):
         if not self.modes or set(self.modes) - set(MODES):
@@ -88,12 +92,19 @@ def register_fast_path(name: str, reason: str, *, devices: Iterable[str] = ('cpu
                        default_devices: Iterable[str] = ('cpu',),
                        dtypes: Iterable[torch.dtype] = _FLOATS,
                        evidence: str = 'docs/benchmarks.md',
-                       modes: Iterable[str] = MODES) -> FastPath:
-    """Register a fast path (once per name) and return it."""
+                       modes: Iterable[str] = MODES,
+                       needs: Optional[tuple[bool, str]] = None) -> FastPath:
+    """Register a fast path (once per name) and return it.  ``needs`` is
+    ``(available, what)``: whether the running PyTorch has what the path
+    needs, and what that is (``'torch >= 2.3 (torch.compiler.is_compiling)'``);
+    an unavailable path is off everywhere."""
     if name in FAST_PATHS:
         raise KeyError(f'fast path {name!r} is already registered')
+    unavailable = None
+    if needs is not None and not needs[0]:
+        unavailable = f'needs {needs[1]}; this is torch {torch.__version__}'
     path = FastPath(name, reason, tuple(devices), tuple(default_devices), tuple(dtypes),
-                    evidence, tuple(modes))
+                    evidence, tuple(modes), unavailable)
     FAST_PATHS[name] = path
     return path
 
@@ -183,6 +194,8 @@ def switch(name: str, setting: Setting = None) -> Switch:
     if name not in FAST_PATHS:
         raise KeyError(f'no fast path named {name!r}; registered: {sorted(FAST_PATHS)}')
     path = FAST_PATHS[name]
+    if path.unavailable:
+        return Switch(name, (), path.dtypes)
     value = None
     for source in (check_setting(_parse_env(os.environ.get(ENV_VAR, ''))),
                    check_setting(setting)):
@@ -205,14 +218,15 @@ def configure(model: nn.Module, setting: Setting) -> nn.Module:
 
 def describe(model: Optional[nn.Module] = None) -> list[dict]:
     """One row per registered path (name, reason, devices, default devices,
-    dtypes, evidence) and, for ``model``, the devices where its modules have
-    it on."""
+    dtypes, evidence, ``unavailable``: why this PyTorch cannot take it, or
+    ``None``) and, for ``model``, the devices where its modules have it on."""
     rows = []
     for path in FAST_PATHS.values():
         row = dict(name=path.name, reason=path.reason, devices=list(path.devices),
                    default_devices=list(path.default_devices),
                    dtypes=[str(d).replace('torch.', '') for d in path.dtypes],
-                   evidence=path.evidence, modes=list(path.modes))
+                   evidence=path.evidence, modes=list(path.modes),
+                   unavailable=path.unavailable)
         if model is not None:
             on = {d for m in model.modules() for v in vars(m).values()
                   if isinstance(v, Switch) and v.name == path.name for d in v.devices}

@@ -27,13 +27,14 @@ import os
 import os.path as osp
 import pickle
 import re
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
 from mmengine.logging import print_log
 
+from .compat import get_safe_globals, load_weights_only, safe_globals
 from .download import cache_path, cached_download, is_url
 
 #: environment variable listing trusted checkpoint files (``os.pathsep``-separated)
@@ -50,7 +51,7 @@ class UnreadableCheckpointError(RuntimeError):
 
 
 def _numpy_globals() -> list:
-    core = getattr(np, '_core', None) or np.core
+    core = np._core if int(np.__version__.split('.')[0]) >= 2 else np.core
     items: list = [np.ndarray, np.dtype, core.multiarray._reconstruct, core.multiarray.scalar]
     items += list({type(np.dtype(t)) for t in np.typecodes['All'] if t not in 'OMmVU'})
     items += [np.bool_, np.float64, np.float32, np.int64, np.int32]
@@ -74,8 +75,8 @@ def openmmlab_globals_allowed() -> Iterator[None]:
     """Allow :func:`openmmlab_safe_globals` for weights-only loads inside the
     block; torch's allow-list is as before afterwards (globals the user had
     allowed already stay allowed)."""
-    present = set(torch.serialization.get_safe_globals())
-    with torch.serialization.safe_globals(
+    present = set(get_safe_globals())
+    with safe_globals(
             [g for g in openmmlab_safe_globals() if g not in present]):
         yield
 
@@ -122,8 +123,11 @@ def load_checkpoint_file(path: str, map_location: Optional[Any] = 'cpu') -> Any:
         print_log(f'Loading trusted checkpoint {path} with full unpickling '
                   f'(listed in ${TRUST_ENV}).', logger='current')
     try:
-        with nullcontext() if trusted else openmmlab_globals_allowed():
-            return torch.load(path, map_location=map_location, weights_only=not trusted)
+        if trusted:
+            return torch.load(path, map_location=map_location, weights_only=False)
+        present = set(get_safe_globals())
+        return load_weights_only(path, map_location,
+                                 [g for g in openmmlab_safe_globals() if g not in present])
     except pickle.UnpicklingError as err:
         if trusted:
             raise _unreadable(path, err, url) from err

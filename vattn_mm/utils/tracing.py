@@ -12,6 +12,8 @@ from typing import Iterator
 import torch
 from torch.utils._python_dispatch import _get_current_dispatch_mode
 
+from .compat import autocast_enabled, is_compiling
+
 _STATE = threading.local()
 
 
@@ -27,7 +29,7 @@ def is_capturing() -> bool:
     :func:`is_exporting`) or traced by ``torch.compile``. Layers then skip
     their eager-only memory chunking, whose Python loops a capture would
     unroll (hundreds of copies at detection sizes)."""
-    return is_exporting() or torch.compiler.is_compiling()
+    return is_exporting() or is_compiling()
 
 
 def eager_autograd(*tensors: torch.Tensor, under_autocast: bool = False) -> bool:
@@ -42,7 +44,7 @@ def eager_autograd(*tensors: torch.Tensor, under_autocast: bool = False) -> bool
         return False
     device = tensors[0].device.type
     return (device in ('cpu', 'cuda') and any(t.requires_grad for t in tensors)
-            and (under_autocast or not torch.is_autocast_enabled(device))
+            and (under_autocast or not autocast_enabled(device))
             and _get_current_dispatch_mode() is None)
 
 
