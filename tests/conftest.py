@@ -63,7 +63,7 @@ FULL_STACK_ENV = 'VATTN_FULL_STACK'
 
 
 @functools.lru_cache(maxsize=None)
-def _missing(name: str) -> str:
+def missing(name: str) -> str:
     """Why ``name`` (a key of NEEDS) cannot be used here, or ''."""
     try:
         importlib.import_module(NEEDS[name])
@@ -93,6 +93,6 @@ def pytest_collection_modifyitems(config, items):
             unknown = set(marker.args) - set(NEEDS)
             if unknown:
                 raise pytest.UsageError(f'{item.nodeid}: needs{marker.args}: unknown {unknown}')
-            reasons = [r for r in map(_missing, marker.args) if r]
+            reasons = [r for r in map(missing, marker.args) if r]
             if reasons:
                 item.add_marker(pytest.mark.skip(reason='; '.join(reasons)))

@@ -17,16 +17,17 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-import mmdet
 import pytest
 import torch
 from mmengine.config import Config
 from mmengine.logging import MessageHub
+from ..conftest import FULL_STACK_ENV, missing
 from .test_reliability import (ROOT, dist_cmd, finish, logged_train_iters, start, tiny_seg_config,
                                train_cmd, weights)
 
 from vattn_mm.datasets import make_demo_dataset
 from vattn_mm.utils.atomic_io import TMP_PREFIX
+from vattn_mm.utils.compat import TORCH_VERSION, grad_scaler
 from vattn_mm.engine import (CrashSafeCheckpointHook, FiniteLossHook, NonFiniteLossError,
                              NonFiniteWeightsError, RandomStateHook, capture_random_state,
                              restore_random_state)
@@ -88,6 +89,7 @@ train_cfg = dict(max_iters={MAX_ITERS}, val_interval={MAX_ITERS})
 def retinanet_config(directory: Path, root: Path, workers: int) -> Path:
     """RetinaNet (mmdet's model base) with the demo's backbone and data."""
     demo = Config.fromfile(DET_DEMO)
+    import mmdet
     model = Config.fromfile(Path(mmdet.__file__).parent /
                             '.mim/configs/_base_/models/retinanet_r50_fpn.py').model
     model.backbone = dict(demo.model.backbone, drop_path_rate=0.1)
@@ -231,6 +233,10 @@ CASES = {  # name: (config, data-loader workers, iteration before which run B is
     'classifier-2workers': (classifier_config, 2, 4, False),
     'upernet-2processes': (upernet_config, 0, 3, True),
 }
+#: the codebase each case's model comes from (tests/conftest.py NEEDS)
+CASE_NEEDS = {'maskrcnn-2workers': 'mmdet', 'retinanet-0workers': 'mmdet',
+              'upernet-0workers': 'mmseg', 'classifier-2workers': 'mmpretrain',
+              'upernet-2processes': 'mmseg'}
 #: training processes at once (each ~0.5 GB; most of a run is imports and waiting)
 MAX_PROCESSES = 6
 
@@ -239,6 +245,8 @@ MAX_PROCESSES = 6
 def resumed_runs(demo64, tmp_path_factory):
     jobs = {}
     for name, (make_config, workers, kill_at, distributed) in CASES.items():
+        if not os.environ.get(FULL_STACK_ENV) and missing(CASE_NEEDS[name]):
+            continue  # its test is skipped (needs marker)
         tmp = tmp_path_factory.mktemp(name)
         jobs[name] = KillResumeJob(make_config(tmp, demo64, workers), tmp, kill_at, distributed)
     deadline = time.monotonic() + 900
@@ -255,7 +263,8 @@ def resumed_runs(demo64, tmp_path_factory):
             job.kill()
 
 
-@pytest.mark.parametrize('case', list(CASES))
+@pytest.mark.parametrize('case', [pytest.param(c, marks=pytest.mark.needs(CASE_NEEDS[c]))
+                                  for c in CASES])
 def test_killed_and_resumed_run_ends_bit_identical(case, resumed_runs):
     """Every tensor of the final checkpoint of the killed-and-resumed run
     equals the uninterrupted run's (``torch.equal``)."""
@@ -279,6 +288,7 @@ def test_killed_and_resumed_run_ends_bit_identical(case, resumed_runs):
                          f'max |diff| {max((ref[k] - got[k]).abs().max().item() for k in unequal):.3g}')
 
 
+@pytest.mark.needs('mmseg')
 def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(demo64, tmp_path):
     config = upernet_config(tmp_path, demo64, workers=0)
     work = tmp_path / 'work'
@@ -347,12 +357,13 @@ def test_nan_loss_error_names_iteration_and_terms():
     hook.after_train_iter(runner, 6, outputs={'loss': torch.tensor(1.0), 'acc': torch.tensor(math.nan)})
 
 
+@pytest.mark.skipif(TORCH_VERSION < (2, 3), reason='a CPU GradScaler needs torch >= 2.3')
 def test_dynamic_loss_scale_skips_are_counted_not_fatal():
     """AmpOptimWrapper needs a GPU; its GradScaler runs on the CPU: an
     overflowing step is skipped by the scaler and counted, not fatal."""
     model = torch.nn.Linear(2, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    scaler = torch.amp.GradScaler('cpu', init_scale=2.0 ** 8)
+    scaler = grad_scaler('cpu', init_scale=2.0 ** 8)
     wrapper = SimpleNamespace(loss_scaler=scaler, _scale_update_param=None)  # loss_scale='dynamic'
     hook, runner = FiniteLossHook(), StubRunner(optim_wrapper=wrapper)
     before = model.weight.detach().clone()

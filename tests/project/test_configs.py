@@ -1,8 +1,12 @@
 """Every config in configs/ builds its model and runs forward + backward on a
 small CPU input (the pretrained checkpoint is not needed for that), and takes
-its backbone from one fragment in configs/_base_/backbones/."""
+its backbone from one fragment in configs/_base_/backbones/.  Where the
+codebase a config needs (mmdet, mmseg, mmpretrain) is not installed, its
+backbone fragment builds and trains a step instead and the config's
+requirement error names the extra to install."""
 import ast
 import functools
+import os
 import re
 from pathlib import Path
 
@@ -13,6 +17,9 @@ from mmengine.registry import DefaultScope, init_default_scope
 from mmengine.structures import PixelData
 
 from vattn_mm.analysis.targets import strip_pretrained
+from vattn_mm.utils.requires import MissingPackageError, require_config_scope
+
+from ..conftest import FULL_STACK_ENV, missing
 
 #: slow (every config builds its full-size model and trains one step)
 pytestmark = pytest.mark.slow
@@ -23,6 +30,35 @@ CONFIGS = sorted(p for p in (ROOT / 'configs').rglob('*.py') if '_base_' not in 
 FRAGMENT_DIR = ROOT / 'configs' / '_base_' / 'backbones'
 # one fragment per variant; <family>_common.py holds what a family's fragments share
 FRAGMENTS = sorted(p for p in FRAGMENT_DIR.glob('*.py') if not p.stem.endswith('_common'))
+
+
+def _local_bases(path: Path) -> list:
+    """The files in configs/ that ``path`` inherits, directly or not
+    (upstream ``package::`` bases left out)."""
+    bases = []
+    for node in ast.parse(path.read_text()).body:
+        targets = [getattr(t, 'id', None) for t in getattr(node, 'targets', ())]
+        if targets == ['_base_']:
+            names = ast.literal_eval(node.value)
+            for name in [names] if isinstance(names, str) else names:
+                if '::' not in name:
+                    base = (path.parent / name).resolve()
+                    bases += [base] + _local_bases(base)
+    return bases
+
+
+def codebase(path: Path) -> str:
+    """The OpenMMLab codebase whose bases (``package::``) ``path`` inherits."""
+    for file in [path, *_local_bases(path)]:
+        found = re.search(r"\b(mmdet|mmseg|mmpretrain)::", file.read_text())
+        if found:
+            return found.group(1)
+    raise AssertionError(f'{path}: inherits no mmdet / mmseg / mmpretrain base')
+
+
+def _by_codebase(paths: list) -> list:
+    return [pytest.param(p, id=_config_id(p), marks=pytest.mark.needs(codebase(p)))
+            for p in paths]
 
 
 @functools.lru_cache(maxsize=None)
@@ -109,7 +145,7 @@ def _cls_batch(num_classes: int):
                 data_samples=[sample])
 
 
-@pytest.mark.parametrize('path', CONFIGS, ids=_config_id)
+@pytest.mark.parametrize('path', _by_codebase(CONFIGS))
 def test_config_builds_and_trains_one_step(path):
     cfg = load_config(path)
     scope = cfg.get('default_scope', 'mmdet')
@@ -147,22 +183,7 @@ def test_config_builds_and_trains_one_step(path):
         assert grads and any(g is not None and g.abs().sum() > 0 for g in grads)
 
 
-def _local_bases(path: Path) -> list:
-    """The files in configs/ that ``path`` inherits, directly or not
-    (upstream ``package::`` bases left out)."""
-    bases = []
-    for node in ast.parse(path.read_text()).body:
-        targets = [getattr(t, 'id', None) for t in getattr(node, 'targets', ())]
-        if targets == ['_base_']:
-            names = ast.literal_eval(node.value)
-            for name in [names] if isinstance(names, str) else names:
-                if '::' not in name:
-                    base = (path.parent / name).resolve()
-                    bases += [base] + _local_bases(base)
-    return bases
-
-
-@pytest.mark.parametrize('path', CONFIGS, ids=_config_id)
+@pytest.mark.parametrize('path', _by_codebase(CONFIGS))
 def test_backbone_comes_from_one_fragment(path):
     fragments = set(_local_bases(path)) & set(FRAGMENTS)
     assert len(fragments) == 1, f'backbone fragments inherited: {sorted(map(str, fragments))}'
@@ -193,3 +214,36 @@ def test_no_config_copies_a_fragment():
         copies += [f'{_config_id(p)}: {f.backbone_channels}' for f in inherited
                    if str(f.backbone_channels) in text]
     assert not copies, copies
+
+
+def test_codebases_of_the_configs_here():
+    """Where a codebase is missing its configs' backbones are checked below;
+    with every codebase installed the full configs are (above)."""
+    assert {codebase(p) for p in CONFIGS} == {'mmdet', 'mmseg', 'mmpretrain'}
+
+
+@pytest.mark.parametrize('fragment', FRAGMENTS, ids=lambda p: p.stem)
+def test_backbone_fragment_builds_and_trains_where_its_codebase_is_missing(fragment):
+    """Every config's backbone, from its fragment, in an environment without
+    the codebase of some config (mmcv-lite: no mmdet / mmseg)."""
+    users = [p for p in CONFIGS if fragment in _local_bases(p)]
+    lacking = sorted({codebase(p) for p in users if missing(codebase(p))})
+    if os.environ.get(FULL_STACK_ENV) or not lacking:
+        pytest.skip('every config using this fragment builds in full '
+                    '(test_config_builds_and_trains_one_step)')
+    from mmengine.registry import MODELS
+    backbone_cfg = strip_pretrained(load_config(fragment).backbone.to_dict())
+    arch = backbone_cfg['arch']
+    arch = MODELS.get(backbone_cfg['type']).arch_zoo[arch] if isinstance(arch, str) else {}
+    if 'depths' in arch:   # a released variant with per-stage depths: one block a stage
+        backbone_cfg = one_block_a_stage(dict(backbone=backbone_cfg))['backbone']
+    backbone = MODELS.build(ConfigDict(backbone_cfg))
+    backbone.init_weights()
+    backbone.train()
+    outs = backbone(torch.randn(1, 3, 64, 64))
+    sum(out.float().mean() for out in outs).backward()
+    grads = [p.grad for p in backbone.parameters() if p.requires_grad]
+    assert grads and any(g is not None and g.abs().sum() > 0 for g in grads)
+    with pytest.raises(MissingPackageError, match=r"pip install 'vattn-mm\[(det|seg)\]'|mmcv's "
+                                                  'compiled ops'):
+        require_config_scope({'default_scope': lacking[0]})

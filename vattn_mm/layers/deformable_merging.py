@@ -44,6 +44,7 @@ class BiasedDeformConv2d(nn.Module):
         self.conv_offset = nn.Conv2d(in_channels, 2 * kernel_size * kernel_size,
                                      kernel_size, stride, padding)
         self.gathered = ops.switch('gathered_deform_conv')
+        ops.deform_conv.load_kernels()
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

@@ -22,12 +22,19 @@ from ..utils.amp import float32_unless_native
 from ..utils.tracing import eager_autograd
 from .registry import register_fast_path
 
-importlib.import_module('torchvision')   # registers torch.ops.torchvision
 
 register_fast_path(
     'gathered_deform_conv', 'DCNv1 in eager training as gathers of pixel rows and one matrix '
     'product, its backward scattering with index_add_ (in place of the DCN kernels\' backward)',
     modes=('train', ))
+
+
+def load_kernels() -> None:
+    """Import torchvision, which registers ``torch.ops.torchvision`` (the DCN
+    kernels and their shape functions for ``torch.compile``); the layers that
+    call them do so when built, so that ``import vattn_mm`` does not pay for
+    ``import torchvision`` (~0.6 s)."""
+    importlib.import_module('torchvision')
 
 
 def dcn_v1(x: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,

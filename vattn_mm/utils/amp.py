@@ -18,6 +18,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from .requires import has_mmcv_ops
+
 #: (device type, dtype) pairs mmcv's kernels take as they are
 NATIVE = {(device, dtype) for device in ('cpu', 'cuda')
           for dtype in (torch.float32, torch.float64)} | {('cuda', torch.float16)}
@@ -65,8 +67,13 @@ def float32_mmcv_ops() -> Iterator[None]:
     ``mmcv.ops.roi_align``), so no config entry can hand it other ones: the
     module attributes are replaced for the duration of the block.  It is
     process-wide while it lasts; :class:`~vattn_mm.engine.SafeRunner` opens it
-    around a run when the config says ``float32_mmcv_ops = True``.
+    around a run when the config says ``float32_mmcv_ops = True``.  With mmcv
+    built without its compiled ops (mmcv-lite) no model can call them, and the
+    block changes nothing.
     """
+    if not has_mmcv_ops():
+        yield
+        return
     import mmcv.ops
     originals = []
     for name in ('nms', 'roi_align'):

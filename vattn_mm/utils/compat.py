@@ -125,11 +125,12 @@ def load_weights_only(path: str, map_location=None, allowed: Iterable = ()):
     return torch.load(path, map_location=map_location, weights_only=False, pickle_module=module)
 
 
-def grad_scaler(device_type: str, enabled: bool = True):
-    """A loss scaler for float16 training on ``device_type``."""
+def grad_scaler(device_type: str, enabled: bool = True, **kwargs):
+    """A loss scaler for float16 training on ``device_type`` (``kwargs``:
+    ``init_scale``, ...)."""
     if TORCH_VERSION >= (2, 3):
-        return torch.amp.GradScaler(device_type, enabled=enabled)
+        return torch.amp.GradScaler(device_type, enabled=enabled, **kwargs)
     if device_type != 'cuda' and enabled:
         raise RuntimeError(f'torch {torch.__version__} has no GradScaler for {device_type!r} '
                            '(torch >= 2.3 has one for every device)')
-    return torch.cuda.amp.GradScaler(enabled=enabled)
+    return torch.cuda.amp.GradScaler(enabled=enabled, **kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import os.path as osp
+import re
 import sys
 import threading
 from contextlib import contextmanager
@@ -19,6 +20,8 @@ from mmengine.config import Config, ConfigDict
 from mmengine.logging import print_log
 from mmengine.registry import STRATEGIES
 
+from .requires import SCOPES, require, require_config_scope
+
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 #: the config fragment that switches vattn-mm's protections on (docs/reliability.md): in a
@@ -32,11 +35,26 @@ RUNTIME_FRAGMENT = str(next(
 
 def load_config(path: str, cfg_options: Optional[dict] = None,
                 work_dir: Optional[str] = None, launcher: str = 'none') -> Config:
-    """Read ``path``, apply ``--cfg-options`` and set the work dir
-    (default ``work_dirs/<config name>``) and the launcher."""
+    """Read ``path``, check that the codebase its ``default_scope`` names
+    imports (a clear error naming the extra to install otherwise), apply
+    ``--cfg-options`` and set the work dir (default
+    ``work_dirs/<config name>``) and the launcher."""
     if not osp.isfile(path):
         raise FileNotFoundError(f'config file not found: {path}')
-    cfg = Config.fromfile(path)
+    try:
+        cfg = Config.fromfile(path)
+    except ModuleNotFoundError as err:
+        base = re.search(r'(\w+) is not installed', str(err))   # mmengine: a `package::` base
+        module = base and {**SCOPES, 'mmsegmentation': 'mmseg'}.get(base.group(1))
+        if module:
+            require(module, f'{path} (its bases come from {module})')
+        if err.name != 'pkg_resources':
+            raise
+        raise ModuleNotFoundError(
+            f"{path}: mmengine reads `package::` config bases with pkg_resources, which this "
+            "environment lacks (Python >= 3.12 venvs have no setuptools): "
+            "`pip install 'setuptools<81'`", name=err.name) from err
+    require_config_scope(cfg)
     if cfg_options:
         cfg.merge_from_dict(cfg_options)
     if work_dir is not None:

@@ -41,13 +41,17 @@ def _release(text: str) -> tuple[int, int]:
     return int(major), int(''.join(c for c in minor if c.isdigit()) or 0)
 
 
-def has_mmcv_ops() -> bool:
-    """Whether mmcv's compiled ops import (mmcv built with ``MMCV_WITH_OPS=1``)."""
+def _imports(module: str) -> bool:
     try:
-        importlib.import_module('mmcv.ops')
+        importlib.import_module(module)
     except ImportError:
         return False
     return True
+
+
+def has_mmcv_ops() -> bool:
+    """Whether mmcv's compiled ops import (mmcv built with ``MMCV_WITH_OPS=1``)."""
+    return _imports('mmcv.ops')
 
 
 def require(module: str, what: str) -> ModuleType:
@@ -59,7 +63,7 @@ def require(module: str, what: str) -> ModuleType:
     except ImportError as err:
         top = module.split('.')[0]
         dist, extra = PACKAGES.get(top, (top, 'all'))
-        if top in ('mmdet', 'mmseg') and getattr(err, 'name', '') != top and not has_mmcv_ops():
+        if top in ('mmdet', 'mmseg') and _imports(top) and not has_mmcv_ops():
             raise MissingPackageError(
                 f"{what} needs {dist}, which needs mmcv's compiled ops (mmcv.ops), and this "
                 "mmcv has none (mmcv-lite or built with MMCV_WITH_OPS=0): install mmcv with "
