@@ -20,6 +20,11 @@ def read_requirements() -> list:
         return [req for req in (line.split('#', 1)[0].strip() for line in f) if req]
 
 
+#: the OpenMMLab codebase of each task (a config that needs a missing one names its extra)
+DET = ['mmdet>=3.3.0,<3.4']
+#: mmsegmentation 1.2 imports ftfy and regex (mmseg.utils.tokenizer) without declaring them
+SEG = ['mmsegmentation>=1.2.0,<1.3', 'ftfy', 'regex']
+CLS = ['mmpretrain>=1.2.0,<1.3']
 #: ONNX export (PyTorch's TorchScript-based exporter writes with onnx) and its check in
 #: onnxruntime (tools/deploy/export_onnx.py); opset 17, the default, needs both >= 1.12
 DEPLOY = ['onnx>=1.12', 'onnxruntime>=1.12']
@@ -69,7 +74,8 @@ setup(
     package_data={'vattn_mm': ['.mim/model-index.yml', '.mim/configs/**/*', '.mim/tools/**/*']},
     python_requires='>=3.9',
     install_requires=read_requirements(),
-    extras_require={'deploy': DEPLOY,
+    extras_require={'det': DET, 'seg': SEG, 'cls': CLS, 'all': [*DET, *SEG, *CLS],
+                    'deploy': DEPLOY,
                     'tests': ['pytest>=7', 'pytest-xdist>=3.5', *DEPLOY]},
     license='Apache-2.0',
     license_files=['LICENSE'],

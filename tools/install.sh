@@ -128,7 +128,7 @@ if ! python -c "import mmcv.ops, mmcv; assert mmcv.__version__ == '$MMCV'" 2>/de
 fi
 
 log "installing vattn-mm and mmengine / mmdet / mmsegmentation / mmpretrain"
-"${PIP[@]}" --no-build-isolation --find-links "$WHEELS" -e "$ROOT[tests]"
+"${PIP[@]}" --no-build-isolation --find-links "$WHEELS" -e "$ROOT[all,tests]"
 # benchmark-only peer (benchmark.py --against timm), without its dependencies so that the pinned
 # torch / torchvision stay
 "${PIP[@]}" --no-deps timm

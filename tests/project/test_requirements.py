@@ -1,9 +1,13 @@
 """vattn-mm declares version ranges (setup.py, requirements.txt); the tested
-versions are the pins of tools/constraints.txt, which tools/install.sh passes
-to every pip install. The pins satisfy the ranges, the ranges refuse releases
-the code cannot run with, and ``pip install -e .`` into the pinned environment
-changes no package but vattn-mm (pip's resolver, offline)."""
+versions are the pins of tools/constraints.txt (the pinned stack, which
+tools/install.sh passes to every pip install) and of
+tools/constraints-{floor,newest}.txt (CI's compatibility jobs). Every pin
+satisfies the ranges, the ranges refuse releases the code cannot run with,
+and ``pip install -e .`` with the extras this environment has changes no
+package but vattn-mm (pip's resolver, offline): in the pinned environment,
+and in the compatibility jobs' (mmcv-lite)."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,21 +16,26 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
+from importlib.metadata import PackageNotFoundError
+from importlib.metadata import version as dist_version
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSTRAINTS = ROOT / 'tools' / 'constraints.txt'
-EXTRAS = ('deploy', 'tests')
+#: the stacks CI tests: pinned (the full suite) and the compatibility jobs' floor and newest
+STACKS = [CONSTRAINTS, ROOT / 'tools' / 'constraints-floor.txt',
+          ROOT / 'tools' / 'constraints-newest.txt']
+EXTRAS = ('det', 'seg', 'cls', 'all', 'deploy', 'tests')
+#: extra -> the distribution whose presence here means the extra is installed
+EXTRA_PROBES = {'det': 'mmdet', 'seg': 'mmsegmentation', 'cls': 'mmpretrain', 'deploy': 'onnx'}
 
 #: releases the ranges must refuse, and why
 REFUSED = [
-    ('torch', '2.7.1', 'no torch._C._autograd._top_saved_tensors_default_hooks (ops/recompute.py)'),
-    ('torch', '2.4.1', 'no torch.serialization.safe_globals (utils/safe_load.py)'),
-    ('torchvision', '0.22.1', 'the torchvision of torch 2.7'),
-    ('mmcv', '2.2.0', 'mmdet 3.3 and mmseg 1.2 refuse mmcv >= 2.2'),
-    ('mmcv', '1.7.2', 'OpenMMLab 1.x'),
+    ('torch', '2.0.1', 'the floor is 2.1 (utils/compat.py)'),
     ('mmengine', '1.0.0', 'mmdet, mmseg and mmpretrain refuse mmengine >= 1.0'),
+    ('mmengine', '0.9.1', 'the series the code is written for is 0.10'),
     ('mmdet', '2.28.2', 'OpenMMLab 1.x'),
     ('mmsegmentation', '0.30.0', 'OpenMMLab 1.x'),
+    ('mmpretrain', '1.1.1', 'the release the configs are written for is 1.2'),
     ('onnxruntime', '1.11.1', 'no opset 17 (the default of the export)'),
 ]
 
@@ -50,22 +59,37 @@ def read_pins(path: Path) -> dict:
     return pins
 
 
-@pytest.fixture(scope='module')
-def pins() -> dict:
-    return read_pins(CONSTRAINTS)
+@pytest.fixture(scope='module', params=STACKS, ids=lambda p: p.name)
+def pins(request) -> dict:
+    return read_pins(request.param)
+
+
+def installed_extras() -> list:
+    """The extras whose packages this environment has."""
+    return [extra for extra, dist in EXTRA_PROBES.items() if _installed(dist)]
+
+
+def _installed(dist: str) -> bool:
+    try:
+        dist_version(dist)
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 @pytest.fixture(scope='module')
 def resolution(tmp_path_factory) -> dict:
-    """pip's report of ``pip install -e .[deploy]`` into this environment,
-    offline (``--no-index``: only what is installed can satisfy it) and
-    without the machine's pip configuration."""
+    """pip's report of ``pip install -e .[<the extras installed here>]`` into
+    this environment, offline (``--no-index``: only what is installed can
+    satisfy it) and without the machine's pip configuration."""
     report = tmp_path_factory.mktemp('pip') / 'report.json'
+    extras = ','.join(installed_extras())
     cmd = [sys.executable, '-m', 'pip', '--isolated', '--disable-pip-version-check', '--no-input',
            'install', '--dry-run', '--no-index', '--no-build-isolation', '--quiet',
-           '--report', str(report), '-e', f'{ROOT}[deploy]']
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
-    assert res.returncode == 0, (f'the pinned environment does not satisfy vattn-mm:\n'
+           '--report', str(report), '-e', f'{ROOT}[{extras}]' if extras else str(ROOT)]
+    env = dict(os.environ, PIP_CONFIG_FILE=os.devnull)   # --isolated still reads /etc/xdg/pip
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
+    assert res.returncode == 0, (f'this environment does not satisfy vattn-mm:\n'
                                  f'{res.stdout}\n{res.stderr}')
     return json.loads(report.read_text())
 
@@ -81,7 +105,7 @@ def _applies(req: Requirement, extra: str = '') -> bool:
     return req.marker is None or req.marker.evaluate({'extra': extra})
 
 
-def test_installing_into_the_pinned_environment_changes_nothing_else(resolution):
+def test_installing_into_this_environment_changes_nothing_else(resolution):
     changed = sorted(f"{i['metadata']['name']} {i['metadata']['version']}"
                      for i in resolution['install'] if i['metadata']['name'] != 'vattn-mm')
     assert not changed, f'pip install -e . would install or replace: {changed}'
@@ -96,7 +120,7 @@ def test_every_requirement_is_a_range_and_every_pin_satisfies_it(declared, pins)
             problems.append(f'{req}: an exact pin belongs in {CONSTRAINTS.name}, not in the package')
         pin = pins.get(canonicalize_name(req.name))
         if pin is None:
-            problems.append(f'{req.name} has no pin in {CONSTRAINTS.name}')
+            continue   # a package of an extra this stack leaves out
         elif not req.specifier.contains(pin, prereleases=True):
             problems.append(f'{req.name}=={pin} (pinned) is outside {req}')
     assert not problems, '\n'.join(problems)
@@ -109,3 +133,23 @@ def test_ranges_refuse_releases_the_code_cannot_run_with(declared):
                 if ranges[canonicalize_name(name)].contains(version, prereleases=True)]
     assert not accepted, 'accepted although\n' + '\n'.join(accepted)
 
+
+
+def test_the_pinned_stack_pins_every_requirement(declared):
+    pinned = read_pins(CONSTRAINTS)
+    unpinned = sorted({r.name for r in declared if canonicalize_name(r.name) not in pinned})
+    assert not unpinned, f'no pin in {CONSTRAINTS.name}: {unpinned}'
+
+
+@pytest.mark.parametrize('stack', STACKS, ids=lambda p: p.name)
+def test_every_stack_is_within_what_the_import_checks(stack):
+    """torch, mmengine and mmcv (or mmcv-lite) of every tested stack pass the
+    version checks of ``import vattn_mm`` (vattn_mm/utils/requires.py)."""
+    from vattn_mm.utils.compat import MIN_TORCH
+    from vattn_mm.utils.requires import MMCV_RANGE, MMENGINE_RANGE
+    pins = read_pins(stack)
+    release = lambda v: (v.major, v.minor)   # noqa: E731
+    mmcv = pins.get('mmcv') or pins['mmcv-lite']
+    assert release(pins['torch']) >= MIN_TORCH
+    assert MMENGINE_RANGE[0] <= release(pins['mmengine']) < MMENGINE_RANGE[1]
+    assert MMCV_RANGE[0] <= release(mmcv) < MMCV_RANGE[1]

@@ -34,7 +34,11 @@ def load_kernels() -> None:
     kernels and their shape functions for ``torch.compile``); the layers that
     call them do so when built, so that ``import vattn_mm`` does not pay for
     ``import torchvision`` (~0.6 s)."""
-    importlib.import_module('torchvision')
+    try:
+        importlib.import_module('torchvision')
+    except ImportError as err:
+        raise ImportError(f'deformable convolution (LITv2\'s token merging) needs torchvision, '
+                          f'the release built for torch {torch.__version__}: {err}') from err
 
 
 def dcn_v1(x: torch.Tensor, offset: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
