@@ -5,7 +5,7 @@
 #                    with mmcv-lite (tools/compat_test.sh; each makes its environment once)
 PY := .venv/bin/python
 # the pinned stack has every package: a test marked needs(...) fails there instead of skipping
-export VATTN_FULL_STACK := 1
+PYTEST := VATTN_FULL_STACK=1 $(PY) -m pytest tests -q -p no:cacheprovider -n 2
 PYTEST_ARGS ?=
 
 .PHONY: install demo test test-quick test-compat
@@ -14,9 +14,9 @@ install:
 demo: install
 	bash tools/demo.sh
 test: install
-	$(PY) -m pytest tests -q -p no:cacheprovider -n 2 $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
 test-quick:
-	$(PY) -m pytest tests -q -p no:cacheprovider -n 2 -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 test-compat:
 	bash tools/compat_test.sh floor
 	bash tools/compat_test.sh newest
