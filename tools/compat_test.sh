@@ -6,8 +6,9 @@
 #   bash tools/compat_test.sh newest   # Python 3.12, torch 2.15.0 (tools/constraints-newest.txt)
 #
 # The environment is made once per constraints file (its hash names the folder) under
-# $VATTN_CACHE/envs/ and reused; vattn-mm runs from the checkout (PYTHONPATH), so one environment serves
-# every clone. The machine's pip configuration is not read (it may cap torch below the newest release).
+# $VATTN_CACHE/envs/ and reused; vattn-mm is installed into it from this checkout (editable, without
+# dependencies) at every run, so one environment serves every clone. The machine's pip configuration is
+# not read (it may cap torch below the newest release).
 #   VATTN_CACHE    default ~/.cache/vattn-mm
 #   PYTHON_<NAME>  interpreter for the environment (default: pyenv's newest 3.9.x / 3.12.x)
 set -euo pipefail
@@ -47,9 +48,12 @@ if [ ! -f "$VENV/.complete" ]; then
 fi
 log "$("$VENV/bin/python" -c 'import sys, torch, mmengine, mmcv; print(f"Python {sys.version.split()[0]}, torch {torch.__version__}, mmengine {mmengine.__version__}, mmcv {mmcv.__version__} (no ops)")')"
 
+PIP_CONFIG_FILE=/dev/null "$VENV/bin/pip" install -q --disable-pip-version-check --no-deps \
+  --no-build-isolation -e "$ROOT"
+
 cd "$ROOT"
 unset VATTN_FULL_STACK   # mmdet / mmseg are not here: their tests skip (needs markers)
-PYTHONPATH=$ROOT "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 \
   tests/ops tests/layers tests/backbones tests/utils \
   tests/project/test_configs.py tests/project/test_lean_import.py tests/project/test_requirements.py \
   tests/engine/test_exact_resume.py tests/engine/test_amp.py "$@"
