@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
@@ -65,8 +66,9 @@ def build_steps(case: Case) -> Steps:
     model = target.model
     images = torch.randn(1, 3, *case.shape, device=case.device)
     amp = case.dtype != 'fp32'
-    autocast = lambda: torch.autocast(torch.device(case.device).type,  # noqa: E731
-                                      dtype=torch_dtype(case.dtype), enabled=amp)
+    # (torch 2.1 refuses a float32 CPU autocast even when not enabled)
+    autocast = (lambda: torch.autocast(torch.device(case.device).type,  # noqa: E731
+                                       dtype=torch_dtype(case.dtype))) if amp else nullcontext
     if case.mode == 'fwd':
         model.eval()
 
