@@ -115,7 +115,7 @@ def load_weights_only(path: str, map_location=None, allowed: Iterable = ()):
     reads the file (refusing everything else with ``UnpicklingError``)."""
     allowed = list(allowed)
     if hasattr(torch.serialization, 'safe_globals'):
-        with torch.serialization.safe_globals(allowed):
+        with safe_globals(allowed):
             return torch.load(path, map_location=map_location, weights_only=True)
     from torch._weights_only_unpickler import _get_allowed_globals
     names = {**_get_allowed_globals(), **dict(_qualified_name(item) for item in allowed)}
