@@ -3,12 +3,14 @@
 # make test-quick  - the suite without the tests marked slow (the inner loop, ~3 min)
 # make test-compat - the compatibility jobs: torch 2.1 / Python 3.9 and the newest torch / Python 3.12,
 #                    with mmcv-lite (tools/compat_test.sh; each makes its environment once)
+# make gpu-kit       - .gpu_kit/: the wheels and node command the lent GPU node needs (tools/gpu_kit/)
+# make gpu-rehearsal - the node command on this CPU in an imitation of the node (Python 3.12, torch 2.11)
 PY := .venv/bin/python
 # the pinned stack has every package: a test marked needs(...) fails there instead of skipping
 PYTEST := VATTN_FULL_STACK=1 $(PY) -m pytest tests -q -p no:cacheprovider -n 2
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-quick test-compat
+.PHONY: install demo test test-quick test-compat gpu-kit gpu-rehearsal
 install:
 	bash tools/install.sh
 demo: install
@@ -20,3 +22,7 @@ test-quick:
 test-compat:
 	bash tools/compat_test.sh floor
 	bash tools/compat_test.sh newest
+gpu-kit: install
+	bash tools/gpu_kit/make_kit.sh
+gpu-rehearsal: gpu-kit
+	bash tools/gpu_kit/rehearse.sh
