@@ -6,6 +6,7 @@
 #                    mmcv as mmcv-lite (no compiled ops)
 #   mmcv-<v>.tar.gz  mmcv's source archive: the node compiles its CUDA ops while tier 1 runs
 #   run.sh           the node command (tools/gpu_kit/run.sh)
+#   from_node.txt    the dependencies the node's own packages provide (what the rehearsal installs)
 # and prints the kit's size, which must stay within 20 MiB (the checkout and the kit travel together,
 # 64 MiB in all).
 #   VATTN_GPU_KIT   where to write it (default: <repo>/.gpu_kit)
@@ -38,7 +39,7 @@ log "resolving $(grep -c '==' "$WANT") packages for the node's Python 3.12 besid
 grep '==' "$NODE" > "$tmp/node_pins.txt"
 "$PY" -m pip install -q --dry-run --ignore-installed "${TARGET[@]}" --target "$tmp/target" \
   --report "$tmp/report.json" -c "$tmp/node_pins.txt" -r "$WANT"
-"$PY" - "$tmp/report.json" "$NODE" > "$tmp/carry.txt" <<'EOF'
+"$PY" - "$tmp/report.json" "$NODE" "$KIT/from_node.txt" > "$tmp/carry.txt" <<'EOF'
 import json
 import re
 import sys
@@ -46,15 +47,19 @@ import sys
 def canonical(name):
     return re.sub(r'[-_.]+', '-', name).lower()
 
-report, node = sys.argv[1:]
+report, node, from_node = sys.argv[1:]
 have = {canonical(line.split('==')[0].strip()) for line in open(node)
         if line.strip() and not line.startswith('#')}
 # the node's opencv-python-headless provides the cv2 that mmengine's opencv-python requirement is for
 have.add('opencv-python')
-for item in json.load(open(report))['install']:
-    meta = item['metadata']
-    if canonical(meta['name']) not in have:
-        print(f"{meta['name']}=={meta['version']}")
+# what the node must provide itself: the rehearsal installs these (at the node's versions where known)
+with open(from_node, 'w') as provided:
+    for item in json.load(open(report))['install']:
+        meta = item['metadata']
+        if canonical(meta['name']) not in have:
+            print(f"{meta['name']}=={meta['version']}")
+        elif canonical(meta['name']) != 'opencv-python':
+            provided.write(f"{canonical(meta['name'])}\n")
 EOF
 # mmcv's setup.py imports pkg_resources, which setuptools >= 81 no longer has: the node's may be newer
 grep '^setuptools==' "$WANT" >> "$tmp/carry.txt"

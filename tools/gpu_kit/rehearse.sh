@@ -11,25 +11,26 @@
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 NODE=$ROOT/tools/gpu_kit/node_packages.txt
-# what the project and OpenMMLab import of the node's packages (the rest is the node's own business)
+# the node's packages the project imports beyond what OpenMMLab's dependencies need (those the kit's
+# resolution lists in .gpu_kit/from_node.txt)
 USED='torch torchvision numpy scipy matplotlib opencv-python-headless pyyaml rich regex tabulate pytest
 pytest-xdist execnet filelock onnx onnxruntime timm einops packaging pillow six tqdm requests pandas
 seaborn psutil ninja cython pybind11 wheel typing-extensions sympy networkx jinja2 fsspec
 markdown-it-py pygments python-dateutil pyparsing cycler kiwisolver fonttools contourpy'
 CACHE=${VATTN_CACHE:-$HOME/.cache/vattn-mm}
-ENV=$CACHE/envs/gpu-node-$(cat "$NODE" "$0" | sha256sum | cut -c1-12)
+[ -d "$ROOT/.gpu_kit/wheels" ] || { echo '[gpu-rehearsal] no .gpu_kit/: make gpu-kit first'; exit 1; }
+ENV=$CACHE/envs/gpu-node-$(cat "$NODE" "$0" "$ROOT/.gpu_kit/from_node.txt" | sha256sum | cut -c1-12)
 OUT=${OUT:-$ROOT/work_dirs/gpu_rehearsal}
 log() { echo "[gpu-rehearsal] $*"; }
 PY=${PYTHON312:-$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12.*/bin/python 2>/dev/null | sort -V | tail -n 1)}
 [ -x "${PY:-}" ] || { log 'needs a Python 3.12 (pyenv, or set PYTHON312)'; exit 1; }
-[ -d "$ROOT/.gpu_kit/wheels" ] || { log 'no .gpu_kit/: make gpu-kit first'; exit 1; }
 
 if [ ! -f "$ENV/.complete" ]; then
   log "creating the node's imitation $ENV"
   rm -rf "$ENV"
   "$PY" -m venv "$ENV"
   pins=()
-  for name in $USED; do
+  for name in $USED $(cat "$ROOT/.gpu_kit/from_node.txt"); do
     pin=$(grep -i "^$name==" "$NODE" || true)
     pins+=("${pin:-$name}")
   done

@@ -4,8 +4,9 @@
 #   OUT=/path bash .gpu_kit/run.sh                     # the node: CUDA, within $VATTN_NODE_BUDGET_S (540 s)
 #   OUT=/path bash .gpu_kit/run.sh --device cpu --quick # the rehearsal on a CPU (make gpu-rehearsal)
 #
-# 1. installs the kit offline (--no-index --no-deps) into a venv over the node's own packages; vattn-mm runs
-#    from the checkout;
+# 1. installs the kit offline (--no-index --no-deps) into a folder put on the import path before the
+#    node's own packages (its python3 is itself a venv: a venv made from it would not see its torch);
+#    vattn-mm runs from the checkout;
 # 2. compiles mmcv's ops from the kit's source archive in the background (the node's GPU architecture only,
 #    all its cores) for tier 2;
 # 3. tier 1, no compiled mmcv ops: tools/analysis/gpu_check.py (golden cases, autocast, training steps, fast
@@ -39,6 +40,12 @@ mkdir -p "$OUT"
 status=0
 
 elapsed() { echo $(($(date +%s) - START)); }
+# the build's processes (pip, ninja, the compilers) end with it
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1"); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null
+}
 left() { echo $((BUDGET_S - $(elapsed))); }
 log() { echo "[node $(elapsed)s] $*" | tee -a "$OUT/node.log"; }
 # record STEP OUTCOME DETAIL: one row of the report
@@ -49,18 +56,17 @@ record() {
 }
 
 # ------------------------------------------------------------------ 1. the kit, offline
-log "installing the kit into $ENV over $($PY --version 2>&1)"
+log "installing the kit into $ENV for $($PY --version 2>&1)"
 rm -rf "$ENV"
-if $PY -m venv --system-site-packages "$ENV" >> "$OUT/install.log" 2>&1 \
-    && "$ENV/bin/python" -m pip install -q --no-index --no-deps "$KIT"/wheels/*.whl \
-       >> "$OUT/install.log" 2>&1; then
+if "$PY" -m pip install -q --no-index --no-deps --target "$ENV/kit" "$KIT"/wheels/*.whl \
+     >> "$OUT/install.log" 2>&1; then
   record install passed "$(ls "$KIT"/wheels | wc -l) wheels"
 else
   record install failed "see install.log"
   exit 1
 fi
-export PYTHONPATH=$ROOT
-VPY=$ENV/bin/python
+export PYTHONPATH=$ROOT:$ENV/kit
+VPY=$PY
 cd "$ROOT" || exit 1
 
 # ------------------------------------------------------------------ 2. tier 2's build, in the background
@@ -122,12 +128,12 @@ if [ -n "${BUILD_PID:-}" ]; then
   while [ ! -f "$BUILD/rc" ] && [ "$(left)" -gt 150 ]; do sleep 5; done
   progress=$(grep -o '\[[0-9]*/[0-9]*\]' "$OUT/mmcv_build.log" | tail -n 1)
   if [ ! -f "$BUILD/rc" ]; then
-    kill -- -"$BUILD_PID" 2>/dev/null || kill "$BUILD_PID" 2>/dev/null
+    kill_tree "$BUILD_PID"
     record tier2 skipped "mmcv's build unfinished after $(elapsed)s, at ${progress:-no compile step yet}"
   elif [ "$(cat "$BUILD/rc")" != 0 ]; then
     record tier2 failed "mmcv's build failed (mmcv_build.log)"
-  elif ! { "$VPY" -m pip uninstall -q -y mmcv-lite \
-           && "$VPY" -m pip install -q --no-index --no-deps "$BUILD"/wheel/mmcv-*.whl \
+  elif ! { "$VPY" -m pip install -q --no-index --no-deps --target "$ENV/ops" "$BUILD"/wheel/mmcv-*.whl \
+           && export PYTHONPATH=$ROOT:$ENV/ops:$ENV/kit \
            && "$VPY" -c 'import mmcv.ops, mmdet.models, mmseg.models'; } >> "$OUT/install.log" 2>&1; then
     record tier2 failed 'mmcv with ops does not install or import (install.log)'
   else
