@@ -56,6 +56,8 @@ def test_quick_cpu_run_writes_the_report(quick_run):
     assert autocast['float16 out'] <= gpu_check.OUTPUT_REL_TOL[torch.float16]
     step = checks(report, 'training_steps')['PVTv2:b0 64x64 amp']['metrics']
     assert step['step ms'] > 0 and 'peak MiB' not in step        # no CUDA memory on the CPU
+    # timm's PVTv2-b2 with our weights beside ours (the full run adds FocalNet-T, both sizes, AMP)
+    assert checks(report, 'training_steps')['timm/PVTv2:b2 64x64 fp32']['metrics']['step ms'] > 0
     # every path PVTv2-b0 holds, on vs off where it acts, float32 and AMP
     fast = checks(report, 'fast_paths')
     held = gpu_check.fast_path_holders({'PVTv2': 'b0'})
@@ -100,7 +102,9 @@ def test_broken_fixture_and_nan_backbone_fail_the_run(tool, tmp_path, monkeypatc
     assert 'output err' not in golden_checks['pvtv2/micro_sr']['metrics']
     assert 'scaled error' in golden_checks['pvtv2/micro_sr']['detail']
     assert 'non-finite' in checks(report, 'autocast_backbones')['PVTv2:b0']['detail']
-    assert all(c['status'] == 'failed' for c in checks(report, 'training_steps').values())
+    steps = checks(report, 'training_steps')
+    assert steps.pop('timm/PVTv2:b2 64x64 fp32')['status'] == 'passed'     # timm's own model
+    assert steps and all(c['status'] == 'failed' for c in steps.values())
     assert all(c['status'] == 'passed' for c in checks(report, 'autocast_mixers').values())
     # NaN outputs on and off: the float32 rows' agreement fails, AMP rows compare no values
     fast = checks(report, 'fast_paths')
@@ -126,6 +130,10 @@ def test_full_run_measures_every_fast_path():
     assert set(holders) == set(gpu_check.FAST_PATHS)
     assert holders['quadtree_chunks'] == ('QuadTree', 'b2')
     assert holders['focal_recompute'] == ('FocalNet', 'tiny_srf')
+    # and times timm's PVTv2-b2 and FocalNet-T beside ours
+    assert [peer for family, arch in gpu_check.TRAINING_ARCHS.items()
+            for peer in gpu_check.peers_of(f'{family}:{arch}', ('timm', ))] == [
+        'timm/PVTv2:b2', 'timm/FocalNet:tiny_srf']
 
 
 def test_fast_path_verdicts_and_implied_defaults():
@@ -185,6 +193,15 @@ def test_golden_input_gradients_where_a_fixture_has_them(tmp_path):
     torch.save(rec, tmp_path / 'wrong_grad.pt')
     with pytest.raises(AssertionError, match='grad: scaled error'):
         gpu_check.check_golden_backbone(tmp_path / 'wrong_grad.pt', torch.device('cpu'))
+
+
+def test_golden_gradients_against_the_cpu():
+    """Off the CPU, every golden case compares the input's and each
+    parameter's gradient with the CPU's (here CPU against CPU: identical)."""
+    path = GOLDEN / 'pvtv2' / 'micro_li.pt'
+    assert gpu_check.check_golden_backbone(path, torch.device('cpu'), grads_vs_cpu=True) == {
+        'output err': pytest.approx(0, abs=1e-5), 'grad vs cpu err': 0.}
+    assert 'grad vs cpu err' not in gpu_check.check_golden_backbone(path, torch.device('cpu'))
 
 
 def test_scaled_error_does_not_hide_nan():

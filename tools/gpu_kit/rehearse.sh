@@ -16,6 +16,7 @@ NODE=$ROOT/tools/gpu_kit/node_packages.txt
 USED='torch torchvision numpy scipy matplotlib opencv-python-headless pyyaml rich regex tabulate pytest
 pytest-xdist execnet filelock onnx onnxruntime timm einops packaging pillow six tqdm requests pandas
 seaborn psutil ninja cython pybind11 wheel typing-extensions sympy networkx jinja2 fsspec
+huggingface-hub safetensors
 markdown-it-py pygments python-dateutil pyparsing cycler kiwisolver fonttools contourpy'
 CACHE=${VATTN_CACHE:-$HOME/.cache/vattn-mm}
 [ -d "$ROOT/.gpu_kit/wheels" ] || { echo '[gpu-rehearsal] no .gpu_kit/: make gpu-kit first'; exit 1; }

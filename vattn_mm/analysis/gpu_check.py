@@ -7,6 +7,8 @@ markdown report.  Sections that need a process or the ``tests`` folder (the
 CUDA unit tests, the Mask R-CNN demo run) are passed in by the tool."""
 from __future__ import annotations
 
+import copy
+import importlib.util
 import json
 import math
 import platform
@@ -28,6 +30,7 @@ from ..layers import (MIXERS, PEG, AgentAttention, EfficientMultiHeadAttention, 
 from ..ops import FAST_PATHS, Switch, configure
 from ..utils import atomic_write
 from ..utils.compat import grad_scaler
+from .bench.peers import build_peer_target, peers_of
 from .targets import mixer_stage
 
 PASSED, FAILED, SKIPPED = 'passed', 'failed', 'skipped'
@@ -233,19 +236,42 @@ def golden_backbone(rec: dict, directory: Path) -> nn.Module:
     return model.eval()
 
 
-def check_golden_backbone(path: Path, device: torch.device, tol: float = GOLDEN_TOL) -> dict:
-    """Outputs (and the input gradient where the fixture has ``grad_weights``) on ``device``."""
+def check_golden_backbone(path: Path, device: torch.device, tol: float = GOLDEN_TOL,
+                          grads_vs_cpu: Optional[bool] = None) -> dict:
+    """Outputs against the fixture's (the official code's) on ``device``;
+    gradients: the input's against the fixture's where it has
+    ``grad_weights``, else (``grads_vs_cpu``, default: off the CPU) the
+    input's and every parameter's against the same model's on the CPU (whose
+    outputs the suite holds to the official code), for a seeded random
+    weighting of the outputs."""
     rec = load_fixture(path)
     with tempfile.TemporaryDirectory() as tmp:
-        model = golden_backbone(rec, Path(tmp)).to(device)
-    x = rec['input'].to(device).requires_grad_('grad_weights' in rec)
-    torch.manual_seed(0)
-    with torch.set_grad_enabled('grad_weights' in rec), exact_float32():
-        outs = model(x)
-        metrics = _within(max_scaled_error(outs, rec['outputs']), tol, 'output')
-        if 'grad_weights' in rec:
-            sum((o * w.to(device)).sum() for o, w in zip(outs, rec['grad_weights'])).backward()
-            metrics.update(_within(max_scaled_error([x.grad], [rec['grad_input']]), tol, 'grad'))
+        model = golden_backbone(rec, Path(tmp))
+    weights = rec.get('grad_weights')
+    if weights is None:
+        generator = torch.Generator().manual_seed(0)
+        weights = [torch.randn(o.shape, generator=generator) for o in rec['outputs']]
+
+    def run(device):
+        net = copy.deepcopy(model).to(device)
+        x = rec['input'].to(device).requires_grad_()
+        torch.manual_seed(0)
+        with exact_float32():
+            outs = net(x)
+            sum((o * w.to(device)).sum() for o, w in zip(outs, weights)).backward()
+        grads = [x.grad] + [p.grad if p.grad is not None else torch.zeros_like(p)
+                            for p in net.parameters()]
+        return outs, grads
+
+    outs, grads = run(device)
+    metrics = _within(max_scaled_error(outs, rec['outputs']), tol, 'output')
+    if 'grad_weights' in rec:
+        metrics.update(_within(max_scaled_error(grads[:1], [rec['grad_input']]), tol, 'grad'))
+    elif device.type != 'cpu' if grads_vs_cpu is None else grads_vs_cpu:
+        cpu_grads = [g.detach().cpu() for g in run(torch.device('cpu'))[1]]
+        metrics.update(_within(max_scaled_error(grads, cpu_grads), tol, 'grad vs cpu'))
+    elif not all(torch.isfinite(g).all() for g in grads):
+        raise AssertionError('non-finite gradients')
     return metrics
 
 
@@ -404,10 +430,13 @@ def amplify_qkv(model: nn.Module, scale: float) -> int:
 
 # ------------------------------------------------------------------ training steps
 def time_training_step(model: nn.Module, x: torch.Tensor, amp: bool, steps: int = 3,
-                       warmup: int = 1) -> dict:
+                       warmup: int = 1, forward: Optional[Callable[[torch.Tensor], Any]] = None,
+                       ) -> dict:
     """AdamW steps on ``sum(out^2).mean()``: the mean step time after ``warmup``
     and, on CUDA, ``torch.cuda.max_memory_allocated``.  AMP: float16 with a
-    GradScaler on CUDA, bfloat16 on the CPU."""
+    GradScaler on CUDA, bfloat16 on the CPU.  ``forward``: how to run
+    ``model`` (default: call it)."""
+    forward = forward or model
     device = x.device
     dtype = torch.float16 if device.type == 'cuda' else torch.bfloat16
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
@@ -418,7 +447,7 @@ def time_training_step(model: nn.Module, x: torch.Tensor, amp: bool, steps: int 
     def step():
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=dtype, enabled=amp):
-            loss = _loss(model(x))
+            loss = _loss(forward(x))
         scaler.scale(loss).backward()
         scaler.step(optimizer)
         scaler.update()
@@ -618,8 +647,11 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
     low_dtypes = (torch.float16, torch.bfloat16)
 
     section = report.section('golden_backbones', 'Golden fixtures: backbones (float32)',
-                             f'max |diff| <= {GOLDEN_TOL} x max(1, max |reference|); input '
-                             'gradients where a fixture has `grad_weights`.')
+                             f'max |diff| <= {GOLDEN_TOL} x max(1, max |reference|), TF32 off; '
+                             'outputs against the official code\'s; gradients of the input and '
+                             'every parameter for a seeded weighting of the outputs against the '
+                             'same model on the CPU (against the fixture where it has '
+                             '`grad_weights`).')
     families = sorted(p for p in golden.iterdir()
                       if p.is_dir() and p.name not in ('keys', 'mixers'))
     cases = [case for family in families for case in sorted(family.glob('*.pt'))]
@@ -670,7 +702,10 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
 
     section = report.section(
         'training_steps', 'Training steps: time and peak memory',
-        f'AdamW on the backbone alone, mean of {1 if quick else 3} step(s) after 1 warm-up; '
+        f'AdamW on the backbone alone (no drop path), mean of {1 if quick else 3} step(s) after 1 '
+        'warm-up; '
+        'beside PVTv2-b2 and FocalNet-T, timm\'s version (`timm/...`) with the same weights and '
+        'inputs (FocalNet: timm\'s stage maps plus our per-stage output norms); '
         'AMP = float16 autocast with '
         'a GradScaler on CUDA (bfloat16 on the CPU); peak = torch.cuda.max_memory_allocated.')
     train_archs = {'PVTv2': 'b0'} if quick else TRAINING_ARCHS
@@ -680,7 +715,7 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
             for amp in (False, True):
                 def train_step(family=family, arch=arch, hw=hw, amp=amp):
                     torch.manual_seed(0)
-                    model = _on(dev, lambda: build_backbone(family, arch))
+                    model = _on(dev, lambda: build_backbone(family, arch, drop_path_rate=0.))
                     x = torch.randn(1 if quick else 2, 3, *hw, device=dev)
                     try:
                         return time_training_step(model, x, amp, steps=1 if quick else 3)
@@ -690,6 +725,27 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
                             torch.cuda.empty_cache()
                 report.run(section, f"{family}:{arch} {hw[0]}x{hw[1]} {'amp' if amp else 'fp32'}",
                            train_step)
+
+    # quick: one peer row proves timm builds and trains where the check runs
+    peers = [peer for family, arch in TRAINING_ARCHS.items()
+             for peer in peers_of(f'{family}:{arch}', ('timm', ))]
+    for peer in peers[:1] if quick else peers:
+        for hw in sizes:
+            for amp in (False, ) if quick else (False, True):
+                def peer_step(peer=peer, hw=hw, amp=amp):
+                    if importlib.util.find_spec('timm') is None:
+                        raise Skip('timm is not installed')
+                    target = build_peer_target(peer, device=dev)
+                    x = torch.randn(1 if quick else 2, 3, *hw, device=dev)
+                    try:
+                        return time_training_step(target.model, x, amp, steps=1 if quick else 3,
+                                                  forward=target.forward)
+                    finally:
+                        del target
+                        if dev.type == 'cuda':
+                            torch.cuda.empty_cache()
+                report.run(section, f"{peer} {hw[0]}x{hw[1]} {'amp' if amp else 'fp32'}",
+                           peer_step)
 
     section = report.section(
         'fast_paths', 'Fast paths on vs off',
