@@ -202,6 +202,9 @@ def test_golden_gradients_against_the_cpu():
     assert gpu_check.check_golden_backbone(path, torch.device('cpu'), grads_vs_cpu=True) == {
         'output err': pytest.approx(0, abs=1e-5), 'grad vs cpu err': 0.}
     assert 'grad vs cpu err' not in gpu_check.check_golden_backbone(path, torch.device('cpu'))
+    mixer = gpu_check.check_golden_mixer(GOLDEN / 'mixers' / 'rest_emsa.pt', torch.device('cpu'),
+                                         grads_vs_cpu=True)
+    assert mixer['grad vs cpu err'] == 0.
 
 
 def test_scaled_error_does_not_hide_nan():

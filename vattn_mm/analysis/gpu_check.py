@@ -335,15 +335,33 @@ MIXER_RUNNERS: dict[str, Callable] = {
 }
 
 
-def check_golden_mixer(path: Path, device: torch.device, tol: float = GOLDEN_TOL) -> dict:
+def check_golden_mixer(path: Path, device: torch.device, tol: float = GOLDEN_TOL,
+                       grads_vs_cpu: Optional[bool] = None) -> dict:
+    """The mixer's output against the fixture's on ``device``; gradients as
+    :func:`check_golden_backbone` does (against the CPU, off the CPU)."""
     rec = load_fixture(path)
     if rec['mechanism'] not in MIXER_RUNNERS:
         raise KeyError(f"no runner for mixer fixture {rec['mechanism']!r} in MIXER_RUNNERS")
-    x = rec['input'].to(device)
-    call, module = MIXER_RUNNERS[rec['mechanism']](rec, x)
-    with torch.no_grad(), exact_float32():
-        out = call(module.to(device).eval())
-    return _within(max_scaled_error([out], rec['outputs']), tol, 'output')
+    weight = torch.randn(rec['outputs'][0].shape, generator=torch.Generator().manual_seed(0))
+
+    def run(device):
+        x = rec['input'].to(device).requires_grad_()
+        call, module = MIXER_RUNNERS[rec['mechanism']](rec, x)
+        module = module.to(device).eval()
+        with exact_float32():
+            out = call(module)
+            (out * weight.to(device)).sum().backward()
+        return out, [x.grad] + [p.grad if p.grad is not None else torch.zeros_like(p)
+                                for p in module.parameters()]
+
+    out, grads = run(device)
+    metrics = _within(max_scaled_error([out], rec['outputs']), tol, 'output')
+    if device.type != 'cpu' if grads_vs_cpu is None else grads_vs_cpu:
+        cpu_grads = [g.detach().cpu() for g in run(torch.device('cpu'))[1]]
+        metrics.update(_within(max_scaled_error(grads, cpu_grads), tol, 'grad vs cpu'))
+    elif not all(torch.isfinite(g).all() for g in grads):
+        raise AssertionError('non-finite gradients')
+    return metrics
 
 
 # ------------------------------------------------------------------ autocast
@@ -659,7 +677,9 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
         report.run(section, f'{path.parent.name}/{path.stem}',
                    lambda path=path: check_golden_backbone(path, dev))
 
-    section = report.section('golden_mixers', 'Golden fixtures: token mixers (float32)')
+    section = report.section('golden_mixers', 'Golden fixtures: token mixers (float32)',
+                             'as the backbones: outputs against the official code\'s, gradients '
+                             'against the CPU.')
     mixer_cases = sorted((golden / 'mixers').glob('*.pt'))
     for path in mixer_cases[:2] if quick else mixer_cases:
         report.run(section, path.stem, lambda path=path: check_golden_mixer(path, dev))
