@@ -1,4 +1,6 @@
-# Semantic FPN + P2T-Base, ADE20K: the recipe of p2t_s_fpn_ade20k.py.
-_base_ = ['./_base_/fpn_ade20k_80k_8x2.py', './_base_/backbones/p2t_b.py']
+# Semantic FPN + P2T-Base, ADE20K: the recipe of p2t_s_fpn_ade20k.py with the official
+# b config's gradient clipping (max norm 35).
+_base_ = ['./_base_/p2t_fpn_ade20k_80k.py', './_base_/backbones/p2t_b.py']
 model = dict(backbone=dict(_base_.backbone, _delete_=True),
              neck=dict(in_channels=_base_.backbone_channels))
+optim_wrapper = dict(clip_grad=dict(max_norm=35, norm_type=2))

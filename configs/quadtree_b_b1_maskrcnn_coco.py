@@ -1,4 +1,4 @@
 # Mask R-CNN + QuadTree-B-b1, COCO 1x: the recipe of quadtree_b_maskrcnn_coco.py.
-_base_ = ['./_base_/quadtree_maskrcnn_coco_1x.py', './_base_/backbones/quadtree_b_b1.py']
+_base_ = ['./_base_/pvt_maskrcnn_coco_1x.py', './_base_/backbones/quadtree_b_b1.py']
 model = dict(backbone=dict(_base_.backbone, _delete_=True),
              neck=dict(in_channels=_base_.backbone_channels))

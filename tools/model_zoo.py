@@ -235,6 +235,20 @@ def _loaded_by(r, by_record: dict) -> str:
     return ', '.join(cells) or '-'
 
 
+def _recipe_cell(r) -> str:
+    if r.official_config:
+        return f'[{r.recipe or "config"}]({r.official_config})'
+    return r.recipe or '-'
+
+
+def _versus_cell(r) -> str:
+    if not r.official_config:
+        return 'no official config'
+    if not r.deviations:
+        return 'the official recipe'
+    return '; '.join(f'differs in `{key}`: {why}' for key, why in r.deviations.items())
+
+
 def render(records: list) -> str:
     """The markdown between the markers."""
     imagenet = [r for r in records if r.pretraining]
@@ -254,12 +268,17 @@ def render(records: list) -> str:
                      f'[source]({r.source}) | {_loaded_by(r, by_record)} | {r.note or ""} |')
     lines += ['', 'Dense configs with published results of the official model of their recipe',
               '(COCO val box / mask AP, ADE20K val mIoU) and the official dense checkpoints:', '',
-              '| config | official recipe | box AP | mask AP | mIoU | official weights | source |',
-              '|---|---|---|---|---|---|---|']
+              '"vs official" compares the config with the official config of the run (pinned commit,',
+              'recipe values in `configs/metafiles/`; `tests/project/test_recipes.py` holds them equal).',
+              'A dense config not listed here has no official counterpart and claims no published number.',
+              '',
+              '| config | official recipe | vs official | box AP | mask AP | mIoU | official weights | source |',
+              '|---|---|---|---|---|---|---|---|']
     for r in records:
-        if r.pretraining or not (r.metrics or r.weights):
+        if r.pretraining or not (r.metrics or r.weights or r.official_config):
             continue
-        lines.append(f'| `{r.config}` | {r.recipe or "-"} | {_number(r.metrics.get("box AP"))} | '
+        lines.append(f'| `{r.config}` | {_recipe_cell(r)} | {_versus_cell(r)} | '
+                     f'{_number(r.metrics.get("box AP"))} | '
                      f'{_number(r.metrics.get("mask AP"))} | {_number(r.metrics.get("mIoU"))} | '
                      f'{_weights_cell(r)} | [source]({r.source}) |')
     return '\n'.join(lines)

@@ -5,7 +5,9 @@
 
 The checkpoint must fit the config's model exactly (a checkpoint of another
 family or variant is an error, not an evaluation of random weights).  The
-metrics are printed and written to <work_dir>/test_metrics.json.  vattn-mm's
+metrics are printed and written to <work_dir>/test_metrics.json, then once
+more under the papers' names (box AP, mask AP, mIoU) beside the published
+number of the config's official recipe (configs/metafiles/).  vattn-mm's
 protections are on as in tools/train.py.
 """
 import argparse
@@ -20,6 +22,7 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from vattn_mm.checkpoint.released import in_paper_terms, record_of_config
 from vattn_mm.utils import is_url, trust_checkpoint
 from vattn_mm.utils.launch import (distributed_teardown, enable_visualization, load_config,
                                    require_exact_checkpoint, setup_distributed, use_protections)
@@ -74,6 +77,9 @@ def main() -> None:
             with open(out, 'w') as f:
                 json.dump({k: _json_value(v) for k, v in metrics.items()}, f, indent=2)
             print(f'metrics written to {out}')
+            summary = in_paper_terms(metrics, record_of_config(args.config))
+            if summary:
+                print(f'in the papers\' terms: {summary}')
 
 
 if __name__ == '__main__':

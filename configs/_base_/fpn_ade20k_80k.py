@@ -24,3 +24,13 @@ param_scheduler = [
     dict(type='PolyLR', eta_min=0.0, power=0.9, begin=0, end=80000, by_epoch=False),
 ]
 train_dataloader = dict(batch_size=4)
+auto_scale_lr = dict(enable=False, base_batch_size=16)
+# The test pipeline of the PVT-family segmentation releases that test on images stretched to
+# sides that are multiples of 32 (AlignResize; P2T, QuadTree): a recipe that reproduces one
+# sets test_pipeline to it and its val / test dataloaders' pipelines.
+align_resize_test_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='AlignResize', scale=(2048, 512), keep_ratio=True, size_divisor=32),
+    dict(type='LoadAnnotations', reduce_zero_label=True),
+    dict(type='PackSegInputs'),
+]

@@ -17,7 +17,8 @@ from mmengine.config import Config
 
 from vattn_mm.analysis.targets import strip_pretrained
 from vattn_mm.backbones import registered_backbones
-from vattn_mm.checkpoint.released import ReleasedWeights, model_index_path, released_weights
+from vattn_mm.checkpoint.released import (ReleasedWeights, in_paper_terms, model_index_path,
+                                          record_of_config, released_weights)
 
 from ..tools import load_tool
 
@@ -148,6 +149,20 @@ def test_released_weights_reads_and_filters(records):
                              weights='https://drive.google.com/file/d/abc/view', file='p.pth',
                              download='manual')
     assert not manual.url_names_file
+
+
+def test_metrics_in_the_papers_terms():
+    """tools/test.py's last line: the evaluator's keys under the papers'
+    names and scale, beside the published number of the config's record."""
+    record = record_of_config('/somewhere/configs/pvtv2_b2_maskrcnn_coco.py')
+    assert record.name == 'pvtv2_b2_maskrcnn_coco'
+    assert record.official_config.endswith('/detection/configs/mask_rcnn_pvt_v2_b2_fpn_1x_coco.py')
+    metrics = {'coco/bbox_mAP': 0.451, 'coco/segm_mAP': 0.41, 'coco/bbox_mAP_50': 0.67}
+    assert in_paper_terms(metrics, record) == ('box AP 45.1 (published 45.3), '
+                                               'mask AP 41.0 (published 41.2)')
+    assert in_paper_terms({'mIoU': 47.123, 'aAcc': 80.}) == 'mIoU 47.1'
+    assert record_of_config('configs/demo/pvtv2_b0_maskrcnn_demo.py') is None
+    assert in_paper_terms({'loss': 1.}) == ''
 
 
 def test_url_fragments_build_without_the_network(records, monkeypatch):

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from vattn_mm.checkpoint.released import PAPER_METRICS
+
 #: slow (demo training and evaluation through tools/train.py and tools/test.py)
 pytestmark = pytest.mark.slow
 
@@ -74,11 +76,14 @@ def test_demo_train_evaluate_and_visualise(demo_trained, demo_data, tmp_path, co
     ckpt = (demo_trained(config) / 'last_checkpoint').read_text().strip()
     assert ckpt.endswith('iter_2.pth')
     work, vis = tmp_path / 'run', tmp_path / 'vis'
-    run_tool([sys.executable, 'tools/test.py', config, ckpt, '--work-dir', str(work),
-              '--show-dir', str(vis), '--cfg-options', *data_options(demo_data, config),
-              'test_dataloader.num_workers=0', 'test_dataloader.persistent_workers=False'])
+    printed = run_tool([sys.executable, 'tools/test.py', config, ckpt, '--work-dir', str(work),
+                        '--show-dir', str(vis), '--cfg-options', *data_options(demo_data, config),
+                        'test_dataloader.num_workers=0',
+                        'test_dataloader.persistent_workers=False']).stdout
     metrics = json.loads((work / 'test_metrics.json').read_text())
     assert isinstance(metrics[metric], float)
+    name, factor = PAPER_METRICS[metric]
+    assert f"in the papers' terms: {name} {metrics[metric] * factor:.1f}" in printed
     assert len(list(vis.rglob(images))) == 4
     table = run_tool([sys.executable, 'tools/summarize_metrics.py', str(work)]).stdout
     assert f'| run | {metric} | {metrics[metric]:.3f} |' in table

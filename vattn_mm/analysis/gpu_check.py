@@ -259,20 +259,30 @@ def check_golden_backbone(path: Path, device: torch.device, tol: float = GOLDEN_
         with exact_float32():
             outs = net(x)
             sum((o * w.to(device)).sum() for o, w in zip(outs, weights)).backward()
-        grads = [x.grad] + [p.grad if p.grad is not None else torch.zeros_like(p)
-                            for p in net.parameters()]
-        return outs, grads
+        return outs, _input_and_parameter_grads(x, net)
 
     outs, grads = run(device)
     metrics = _within(max_scaled_error(outs, rec['outputs']), tol, 'output')
     if 'grad_weights' in rec:
-        metrics.update(_within(max_scaled_error(grads[:1], [rec['grad_input']]), tol, 'grad'))
-    elif device.type != 'cpu' if grads_vs_cpu is None else grads_vs_cpu:
+        return dict(metrics, **_within(max_scaled_error(grads[:1], [rec['grad_input']]), tol,
+                                       'grad'))
+    return dict(metrics, **_grads_vs_cpu(grads, run, device, grads_vs_cpu, tol))
+
+
+def _input_and_parameter_grads(x: torch.Tensor, module: nn.Module) -> list:
+    return [x.grad] + [p.grad if p.grad is not None else torch.zeros_like(p)
+                       for p in module.parameters()]
+
+
+def _grads_vs_cpu(grads: list, run: Callable, device: torch.device,
+                  grads_vs_cpu: Optional[bool], tol: float) -> dict:
+    """``grads`` against ``run(cpu)``'s (off the CPU by default), else only finite."""
+    if device.type != 'cpu' if grads_vs_cpu is None else grads_vs_cpu:
         cpu_grads = [g.detach().cpu() for g in run(torch.device('cpu'))[1]]
-        metrics.update(_within(max_scaled_error(grads, cpu_grads), tol, 'grad vs cpu'))
-    elif not all(torch.isfinite(g).all() for g in grads):
+        return _within(max_scaled_error(grads, cpu_grads), tol, 'grad vs cpu')
+    if not all(torch.isfinite(g).all() for g in grads):
         raise AssertionError('non-finite gradients')
-    return metrics
+    return {}
 
 
 def _official(rec: dict) -> dict:
@@ -351,17 +361,11 @@ def check_golden_mixer(path: Path, device: torch.device, tol: float = GOLDEN_TOL
         with exact_float32():
             out = call(module)
             (out * weight.to(device)).sum().backward()
-        return out, [x.grad] + [p.grad if p.grad is not None else torch.zeros_like(p)
-                                for p in module.parameters()]
+        return out, _input_and_parameter_grads(x, module)
 
     out, grads = run(device)
     metrics = _within(max_scaled_error([out], rec['outputs']), tol, 'output')
-    if device.type != 'cpu' if grads_vs_cpu is None else grads_vs_cpu:
-        cpu_grads = [g.detach().cpu() for g in run(torch.device('cpu'))[1]]
-        metrics.update(_within(max_scaled_error(grads, cpu_grads), tol, 'grad vs cpu'))
-    elif not all(torch.isfinite(g).all() for g in grads):
-        raise AssertionError('non-finite gradients')
-    return metrics
+    return dict(metrics, **_grads_vs_cpu(grads, run, device, grads_vs_cpu, tol))
 
 
 # ------------------------------------------------------------------ autocast
@@ -497,6 +501,22 @@ def _timed(step: Callable[[], Any], device: torch.device, steps: int,
     seconds = (time.perf_counter() - start) / steps
     peak = (torch.cuda.max_memory_allocated(device) / 2**20 if device.type == 'cuda' else None)
     return seconds, peak, result
+
+
+def _training_row(build: Callable[[], tuple], device: torch.device, hw: tuple, amp: bool,
+                  quick: bool) -> dict:
+    """:func:`time_training_step` of ``build() -> (module, forward)`` (seeded)
+    on a batch of 2 (quick: 1) images of size ``hw``; the device's cache is
+    emptied after."""
+    torch.manual_seed(0)
+    model, forward = build()
+    x = torch.randn(1 if quick else 2, 3, *hw, device=device)
+    try:
+        return time_training_step(model, x, amp, steps=1 if quick else 3, forward=forward)
+    finally:
+        del model, forward
+        if device.type == 'cuda':
+            torch.cuda.empty_cache()
 
 
 # ------------------------------------------------------------------ fast paths on vs off
@@ -734,15 +754,10 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
         for hw in sizes:
             for amp in (False, True):
                 def train_step(family=family, arch=arch, hw=hw, amp=amp):
-                    torch.manual_seed(0)
-                    model = _on(dev, lambda: build_backbone(family, arch, drop_path_rate=0.))
-                    x = torch.randn(1 if quick else 2, 3, *hw, device=dev)
-                    try:
-                        return time_training_step(model, x, amp, steps=1 if quick else 3)
-                    finally:
-                        del model
-                        if dev.type == 'cuda':
-                            torch.cuda.empty_cache()
+                    def build():
+                        model = _on(dev, lambda: build_backbone(family, arch, drop_path_rate=0.))
+                        return model, model
+                    return _training_row(build, dev, hw, amp, quick)
                 report.run(section, f"{family}:{arch} {hw[0]}x{hw[1]} {'amp' if amp else 'fp32'}",
                            train_step)
 
@@ -755,15 +770,11 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
                 def peer_step(peer=peer, hw=hw, amp=amp):
                     if importlib.util.find_spec('timm') is None:
                         raise Skip('timm is not installed')
-                    target = build_peer_target(peer, device=dev)
-                    x = torch.randn(1 if quick else 2, 3, *hw, device=dev)
-                    try:
-                        return time_training_step(target.model, x, amp, steps=1 if quick else 3,
-                                                  forward=target.forward)
-                    finally:
-                        del target
-                        if dev.type == 'cuda':
-                            torch.cuda.empty_cache()
+
+                    def build():
+                        target = build_peer_target(peer, device=dev)
+                        return target.model, target.forward
+                    return _training_row(build, dev, hw, amp, quick)
                 report.run(section, f"{peer} {hw[0]}x{hw[1]} {'amp' if amp else 'fp32'}",
                            peer_step)
 

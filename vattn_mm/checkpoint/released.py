@@ -32,6 +32,10 @@ class ReleasedWeights:
     with the published results of the official model of that recipe
     (``metrics``, ``{'box AP': 45.3, 'mask AP': 41.2}``; empty where none is
     published) and the official dense checkpoint where one is released.
+    ``official_config`` is the official config of that recipe at a pinned
+    commit, ``official_values`` its recipe in the terms of
+    :func:`vattn_mm.engine.recipe.resolved_recipe`, and ``deviations`` the
+    keys where our config differs on purpose, with the reason.
     """
 
     name: str
@@ -48,6 +52,9 @@ class ReleasedWeights:
     source: Optional[str] = None
     recipe: Optional[str] = None
     note: Optional[str] = None
+    official_config: Optional[str] = None
+    official_values: dict = field(default_factory=dict)
+    deviations: dict = field(default_factory=dict)
 
     @property
     def pretraining(self) -> bool:
@@ -119,7 +126,9 @@ def _record(model: dict) -> ReleasedWeights:
         dataset=meta.get('Training Data', first.get('Dataset', '')),
         config=model.get('Config'), weights=model.get('Weights'), file=meta.get('File'),
         download=meta.get('Download'), resolution=meta.get('Resolution'), metrics=metrics,
-        source=meta.get('Source'), recipe=meta.get('Official Recipe'), note=meta.get('Note'))
+        source=meta.get('Source'), recipe=meta.get('Official Recipe'), note=meta.get('Note'),
+        official_config=meta.get('Official Config'),
+        official_values=meta.get('Official Values') or {}, deviations=meta.get('Deviations') or {})
 
 
 def released_weights(family: Optional[str] = None, *, pretraining: Optional[bool] = None,
@@ -144,3 +153,34 @@ def released_weights(family: Optional[str] = None, *, pretraining: Optional[bool
     if pretraining is not None:
         records = [r for r in records if r.pretraining == pretraining]
     return records
+
+
+#: evaluator keys (mmdet 3 / mmseg 1 / mmpretrain 1) -> (the papers' metric name, factor)
+PAPER_METRICS = {'coco/bbox_mAP': ('box AP', 100.), 'coco/segm_mAP': ('mask AP', 100.),
+                 'mIoU': ('mIoU', 1.), 'accuracy/top1': ('Top 1 Accuracy', 1.)}
+
+
+def record_of_config(config: Union[str, Path],
+                     index: Union[str, Path, None] = None) -> Optional[ReleasedWeights]:
+    """The model-index record of one of our dense configs (``configs/x.py``,
+    any path ending so), or ``None``."""
+    parts = Path(config).parts
+    for r in released_weights(pretraining=False, index=index):
+        if r.config and parts[-2:] == Path(r.config).parts[-2:]:
+            return r
+    return None
+
+
+def in_paper_terms(metrics: dict, record: Optional[ReleasedWeights] = None) -> str:
+    """An evaluation's metrics under the names (and scale) the papers and the
+    model index use, beside the published number where ``record`` has one:
+    ``'box AP 45.1 (published 45.3), mask AP 41.0 (published 41.2)'``;
+    empty if none of :data:`PAPER_METRICS` is among ``metrics``."""
+    cells = []
+    for key, (name, factor) in PAPER_METRICS.items():
+        if key in metrics:
+            cell = f'{name} {float(metrics[key]) * factor:.1f}'
+            if record is not None and name in record.metrics:
+                cell += f' (published {record.metrics[name]})'
+            cells.append(cell)
+    return ', '.join(cells)

@@ -15,11 +15,11 @@ from .hooks import ATOMIC_BACKEND, CrashSafeCheckpointHook, ExactCheckpointHook,
 from .optim import NormDecayOptimWrapperConstructor
 from .random_state import RandomStateHook, capture_random_state, restore_random_state
 from .runner import SafeFlexibleRunner, SafeRunner
-from .transforms import NameImageErrors, name_image_errors
+from .transforms import AlignResize, NameImageErrors, name_image_errors
 
 __all__ = ['ATOMIC_BACKEND', 'CompileModulesHook',
            'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'FiniteLossHook',
-           'NameImageErrors', 'NonFiniteLossError', 'NonFiniteWeightsError',
+           'AlignResize', 'NameImageErrors', 'NonFiniteLossError', 'NonFiniteWeightsError',
            'NormDecayOptimWrapperConstructor', 'PlainMessageHubHook', 'RandomStateHook',
            'SafeFlexibleRunner', 'SafeRunner', 'capture_random_state', 'check_finite_weights',
            'name_image_errors', 'restore_random_state', 'token_block_wrap_policy']

@@ -1,9 +1,11 @@
 """Data-pipeline wrappers a config names (or :class:`~vattn_mm.engine.SafeRunner` applies)."""
 from __future__ import annotations
 
+import math
 from typing import Callable, Optional, Union
 
-from mmcv.transforms import BaseTransform, LoadImageFromFile
+import mmcv
+from mmcv.transforms import BaseTransform, LoadImageFromFile, Resize
 from mmengine.registry import TRANSFORMS
 
 from ..utils.data_checks import leaf_datasets, load_naming_file
@@ -28,6 +30,52 @@ class NameImageErrors(BaseTransform):
 
     def __repr__(self) -> str:
         return f'{type(self).__name__}({self.loader!r})'
+
+
+@TRANSFORMS.register_module()
+class AlignResize(Resize):
+    """:class:`mmcv.transforms.Resize`, then each side of the image (and of
+    ``gt_seg_map``, nearest) stretched up to a multiple of ``size_divisor``:
+    the test-time resize of the PVT-family segmentation code (P2T's and
+    QuadTree's ``AlignResize``), whose published mIoU was measured on such
+    inputs.  ``img_shape`` and ``scale_factor`` describe the aligned image,
+    so that predictions are resized back to the original image.  For
+    segmentation pipelines: boxes and keypoints are not aligned (an error).
+
+    Args:
+        size_divisor: each aligned side is the smallest multiple of it at
+            least the resized side.
+        *args, **kwargs: those of :class:`mmcv.transforms.Resize`.
+    """
+
+    def __init__(self, *args, size_divisor: int = 32, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not isinstance(size_divisor, int) or size_divisor < 1:
+            raise ValueError(f'AlignResize: size_divisor must be a positive int, got {size_divisor!r}')
+        self.size_divisor = size_divisor
+
+    def transform(self, results: dict) -> dict:
+        for key in ('gt_bboxes', 'gt_keypoints'):
+            if results.get(key) is not None:
+                raise ValueError(f'AlignResize stretches the image only; results hold {key!r}: '
+                                 'use Resize for detection pipelines')
+        height, width = results['img'].shape[:2]
+        results = super().transform(results)
+        h, w = results['img_shape']
+        size = (math.ceil(w / self.size_divisor) * self.size_divisor,
+                math.ceil(h / self.size_divisor) * self.size_divisor)
+        if size != (w, h):
+            results['img'] = mmcv.imresize(results['img'], size, interpolation=self.interpolation,
+                                           backend=self.backend)
+            if results.get('gt_seg_map') is not None:
+                results['gt_seg_map'] = mmcv.imresize(results['gt_seg_map'], size,
+                                                      interpolation='nearest', backend=self.backend)
+            results['img_shape'] = size[::-1]
+            results['scale_factor'] = (size[0] / width, size[1] / height)
+        return results
+
+    def __repr__(self) -> str:
+        return f'{super().__repr__()[:-1]}, size_divisor={self.size_divisor})'
 
 
 def name_image_errors(dataset) -> int:
