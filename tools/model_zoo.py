@@ -280,7 +280,7 @@ def render(records: list) -> str:
         lines.append(f'| `{r.config}` | {_recipe_cell(r)} | {_versus_cell(r)} | '
                      f'{_number(r.metrics.get("box AP"))} | '
                      f'{_number(r.metrics.get("mask AP"))} | {_number(r.metrics.get("mIoU"))} | '
-                     f'{_weights_cell(r)} | [source]({r.source}) |')
+                     f'{_weights_cell(r)} | {f"[source]({r.source})" if r.source else "-"} |')
     return '\n'.join(lines)
 
 

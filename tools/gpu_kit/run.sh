@@ -4,9 +4,9 @@
 #   OUT=/path bash .gpu_kit/run.sh                     # the node: CUDA, within $VATTN_NODE_BUDGET_S (540 s)
 #   OUT=/path bash .gpu_kit/run.sh --device cpu --quick # the rehearsal on a CPU (make gpu-rehearsal)
 #
-# 1. installs the kit offline (--no-index --no-deps) into a folder put on the import path before the
-#    node's own packages (its python3 is itself a venv: a venv made from it would not see its torch);
-#    vattn-mm runs from the checkout;
+# 1. installs the kit offline (--no-index --no-deps) and vattn-mm from the checkout into a folder put
+#    on the import path before the node's own packages (its python3 is itself a venv: a venv made from
+#    it would not see its torch);
 # 2. compiles mmcv's ops from the kit's source archive in the background (the node's GPU architecture only,
 #    all its cores) for tier 2;
 # 3. tier 1, no compiled mmcv ops: tools/analysis/gpu_check.py (golden cases, autocast, training steps, fast
@@ -58,14 +58,17 @@ record() {
 # ------------------------------------------------------------------ 1. the kit, offline
 log "installing the kit into $ENV for $($PY --version 2>&1)"
 rm -rf "$ENV"
+# the kit's setuptools builds vattn-mm's own wheel (no build isolation: the node has no index)
+export PYTHONPATH=$ENV/kit
 if "$PY" -m pip install -q --no-index --no-deps --target "$ENV/kit" "$KIT"/wheels/*.whl \
-     >> "$OUT/install.log" 2>&1; then
-  record install passed "$(ls "$KIT"/wheels | wc -l) wheels"
+     >> "$OUT/install.log" 2>&1 \
+   && "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --target "$ENV/kit" \
+     "$ROOT" >> "$OUT/install.log" 2>&1; then
+  record install passed "$(ls "$KIT"/wheels | wc -l) wheels and vattn-mm"
 else
   record install failed "see install.log"
   exit 1
 fi
-export PYTHONPATH=$ROOT:$ENV/kit
 VPY=$PY
 cd "$ROOT" || exit 1
 
@@ -133,7 +136,7 @@ if [ -n "${BUILD_PID:-}" ]; then
   elif [ "$(cat "$BUILD/rc")" != 0 ]; then
     record tier2 failed "mmcv's build failed (mmcv_build.log)"
   elif ! { "$VPY" -m pip install -q --no-index --no-deps --target "$ENV/ops" "$BUILD"/wheel/mmcv-*.whl \
-           && export PYTHONPATH=$ROOT:$ENV/ops:$ENV/kit \
+           && export PYTHONPATH=$ENV/ops:$ENV/kit \
            && "$VPY" -c 'import mmcv.ops, mmdet.models, mmseg.models'; } >> "$OUT/install.log" 2>&1; then
     record tier2 failed 'mmcv with ops does not install or import (install.log)'
   else
