@@ -1,0 +1,83 @@
+"""Deterministic weights for the dense golden fixtures (tests/data/golden_dense).
+
+A released detector checkpoint (PVTv2-b2 RetinaNet / Mask R-CNN, ~100 MB) cannot
+be committed, so the fixtures record only its key list (key, shape, dtype) and a
+rule id; :func:`generate` remakes every tensor from the key alone, the same on
+the official side (Python 3.8, numpy 1.23, torch 1.13, where the fixtures were
+made) and here.  ``numpy.random.RandomState`` (the legacy generator, whose
+streams numpy keeps stable across versions) is seeded with ``zlib.crc32`` of
+the key; values are drawn in float64 and rounded once to the key's dtype.
+
+This file must run unchanged under Python 3.8: the lab imports it to make the
+official checkpoints.
+"""
+import zlib
+
+import numpy as np
+import torch
+
+#: rule id -> how each tensor is made from the key's N(0, 1) stream
+RULES = {
+    # dim >= 2: N(0, 1) / sqrt(fan_in), fan_in = prod(shape[1:]);
+    # 1-D ``*.weight`` (the norms): 1 + 0.02 N;  ``*.bias``: 0.02 N;
+    # BN running_mean 0, running_var 1, num_batches_tracked 0
+    'v1': dict(norm=0.02, bias=0.02, scale={}, shift={}, shift_last={}),
+    # v1 with sharper classifiers, so that random weights give detections that
+    # discriminate: with v1 every RetinaNet image has 100 detections (the cap)
+    # of one class within 0.835..0.856, every Mask R-CNN image 100 within
+    # 0.087..0.162.  v2 scales the classifier weights (wider logit spread),
+    # lowers RetinaNet's class biases (the focal-loss prior does the same) and
+    # raises Mask R-CNN's background logit (last class), giving 32..100
+    # RetinaNet and 50..67 Mask R-CNN detections per image whose scores spread
+    # from the 0.05 threshold to 0.1..0.25
+    'v2': dict(norm=0.02, bias=0.02,
+               scale={'bbox_head.retina_cls.weight': 10.0,
+                      'roi_head.bbox_head.fc_cls.weight': 3.0},
+               shift={'bbox_head.retina_cls.bias': -19.5},
+               shift_last={'roi_head.bbox_head.fc_cls.bias': 10.0}),
+}
+
+DTYPES = {'torch.float32': torch.float32, 'torch.float16': torch.float16,
+          'torch.float64': torch.float64, 'torch.int64': torch.int64}
+
+
+def _normal(key: str, shape) -> np.ndarray:
+    rng = np.random.RandomState(zlib.crc32(key.encode('utf-8')))
+    return rng.standard_normal(size=tuple(shape))
+
+
+def generate_tensor(key: str, shape, dtype: str = 'torch.float32',
+                    rule: str = 'v1') -> torch.Tensor:
+    """The tensor of ``key`` under ``rule`` (see :data:`RULES`)."""
+    spec = RULES[rule]
+    shape = tuple(int(s) for s in shape)
+    tdtype = DTYPES[str(dtype)]
+    leaf = key.rsplit('.', 1)[-1]
+    if leaf == 'num_batches_tracked':
+        return torch.zeros(shape, dtype=tdtype)
+    if leaf == 'running_mean':
+        return torch.zeros(shape, dtype=tdtype)
+    if leaf == 'running_var':
+        return torch.ones(shape, dtype=tdtype)
+    if not tdtype.is_floating_point:
+        raise ValueError(f'{key}: no rule for a {dtype} tensor')
+    noise = _normal(key, shape)
+    if len(shape) >= 2:
+        fan_in = int(np.prod(shape[1:]))
+        values = noise / np.sqrt(fan_in)
+    elif len(shape) == 1 and leaf == 'weight':
+        values = 1.0 + spec['norm'] * noise
+    elif len(shape) == 1 and leaf == 'bias':
+        values = spec['bias'] * noise
+    else:
+        raise ValueError(f'{key}: no rule for shape {shape}')
+    values = values * spec['scale'].get(key, 1.0) + spec['shift'].get(key, 0.0)
+    if key in spec['shift_last']:
+        values[-1] += spec['shift_last'][key]
+    return torch.from_numpy(values).to(tdtype)
+
+
+def generate(keys, rule: str = 'v1') -> 'dict[str, torch.Tensor]':
+    """An ordered state dict from ``keys``: (key, shape, dtype) triples, in the
+    order the official model's ``state_dict()`` lists them."""
+    return {key: generate_tensor(key, shape, dtype, rule) for key, shape, dtype in keys}
