@@ -244,9 +244,9 @@ def _recipe_cell(r) -> str:
 def _versus_cell(r) -> str:
     if not r.official_config:
         return 'no official config'
-    if not r.deviations:
-        return 'the official recipe'
-    return '; '.join(f'differs in `{key}`: {why}' for key, why in r.deviations.items())
+    cells = [f'differs in `{key}`: {why}' for key, why in r.deviations.items()] or [
+        'the official recipe']
+    return '; '.join(cells + ([f'({r.official_note})'] if r.official_note else []))
 
 
 def render(records: list) -> str:

@@ -6,6 +6,7 @@ with its reason.  A deviation that stops being one fails too."""
 import re
 
 import pytest
+import yaml
 from mmengine.config import Config
 
 from vattn_mm.checkpoint.released import released_weights
@@ -64,6 +65,22 @@ def test_config_resolves_to_the_official_recipe(record):
     assert not unstated, f'{record.config} differs from {record.official_config} (ours, official): {unstated}'
     stale = set(record.deviations) - differ
     assert not stale, f'{record.name}: stated deviations {sorted(stale)} are no longer deviations'
+
+
+def test_metafiles_have_no_repeated_keys():
+    """YAML keeps the last of two equal keys without a word: a record's
+    recipe written twice would hide the first."""
+    class Strict(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node):
+        keys = [loader.construct_object(k, deep=True) for k, _ in node.value]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        assert not repeated, f'{node.start_mark}: repeated keys {repeated}'
+        return loader.construct_mapping(node, deep=True)
+    Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    for path in sorted((ROOT / 'configs' / 'metafiles').glob('*.yml')):
+        yaml.load(path.read_text(), Loader=Strict)
 
 
 def test_differs_compares_values_not_spelling():

@@ -38,10 +38,18 @@ if [ ! -f "$ENV/.complete" ]; then
   PIP_CONFIG_FILE=/dev/null "$ENV/bin/pip" install -q --disable-pip-version-check "${pins[@]}"
   touch "$ENV/.complete"
 fi
+# the node command must leave the checkout as it found it (its report goes under work_dirs/)
+checkout() { git -C "$ROOT" status --porcelain --ignored -- . ':!work_dirs' | sort; }
+before=$(checkout)
 log "the node command: $(date -u +%H:%M:%S)"
 start=$(date +%s)
 rc=0
 OUT=$OUT PYTHON=$ENV/bin/python VATTN_NODE_ENV=/tmp/vattn-rehearsal-env \
   VATTN_NODE_BUILD=/tmp/vattn-rehearsal-build bash "$ROOT/.gpu_kit/run.sh" --device cpu --quick || rc=$?
 log "took $(($(date +%s) - start)) s, exit $rc; report: $OUT/node.md"
+if [ "$(checkout)" != "$before" ]; then
+  log "the node command changed the checkout:"
+  diff <(echo "$before") <(checkout)
+  rc=1
+fi
 exit $rc

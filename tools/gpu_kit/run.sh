@@ -59,11 +59,16 @@ record() {
 log "installing the kit into $ENV for $($PY --version 2>&1)"
 rm -rf "$ENV"
 # the kit's setuptools builds vattn-mm's own wheel (no build isolation: the node has no index)
+# from a copy of what setup.py reads: a build in the checkout would replace its editable
+# install's vattn_mm/.mim links with copies
 export PYTHONPATH=$ENV/kit
+mkdir -p "$ENV/src"
 if "$PY" -m pip install -q --no-index --no-deps --target "$ENV/kit" "$KIT"/wheels/*.whl \
      >> "$OUT/install.log" 2>&1 \
+   && cp -r "$ROOT"/setup.py "$ROOT"/requirements.txt "$ROOT"/model-index.yml "$ROOT"/configs \
+     "$ROOT"/tools "$ROOT"/vattn_mm "$ENV/src" && rm -rf "$ENV/src/vattn_mm/.mim" \
    && "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --target "$ENV/kit" \
-     "$ROOT" >> "$OUT/install.log" 2>&1; then
+     "$ENV/src" >> "$OUT/install.log" 2>&1; then
   record install passed "$(ls "$KIT"/wheels | wc -l) wheels and vattn-mm"
 else
   record install failed "see install.log"

@@ -35,7 +35,9 @@ class ReleasedWeights:
     ``official_config`` is the official config of that recipe at a pinned
     commit, ``official_values`` its recipe in the terms of
     :func:`vattn_mm.engine.recipe.resolved_recipe`, and ``deviations`` the
-    keys where our config differs on purpose, with the reason.
+    keys where our config differs on purpose, with the reason;
+    ``official_note`` says what else a reader of the official config must know
+    (e.g. that it does not build as released).
     """
 
     name: str
@@ -55,6 +57,7 @@ class ReleasedWeights:
     official_config: Optional[str] = None
     official_values: dict = field(default_factory=dict)
     deviations: dict = field(default_factory=dict)
+    official_note: Optional[str] = None
 
     @property
     def pretraining(self) -> bool:
@@ -128,7 +131,8 @@ def _record(model: dict) -> ReleasedWeights:
         download=meta.get('Download'), resolution=meta.get('Resolution'), metrics=metrics,
         source=meta.get('Source'), recipe=meta.get('Official Recipe'), note=meta.get('Note'),
         official_config=meta.get('Official Config'),
-        official_values=meta.get('Official Values') or {}, deviations=meta.get('Deviations') or {})
+        official_values=meta.get('Official Values') or {}, deviations=meta.get('Deviations') or {},
+        official_note=meta.get('Official Note'))
 
 
 def released_weights(family: Optional[str] = None, *, pretraining: Optional[bool] = None,
