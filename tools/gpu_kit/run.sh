@@ -65,8 +65,9 @@ export PYTHONPATH=$ENV/kit
 mkdir -p "$ENV/src"
 if "$PY" -m pip install -q --no-index --no-deps --target "$ENV/kit" "$KIT"/wheels/*.whl \
      >> "$OUT/install.log" 2>&1 \
-   && cp -r "$ROOT"/setup.py "$ROOT"/requirements.txt "$ROOT"/model-index.yml "$ROOT"/configs \
-     "$ROOT"/tools "$ROOT"/vattn_mm "$ENV/src" && rm -rf "$ENV/src/vattn_mm/.mim" \
+   && cp -r "$ROOT"/setup.py "$ROOT"/requirements.txt "$ROOT"/README.md "$ROOT"/LICENSE \
+     "$ROOT"/model-index.yml "$ROOT"/configs "$ROOT"/tools "$ROOT"/vattn_mm "$ENV/src" \
+     && rm -rf "$ENV/src/vattn_mm/.mim" \
    && "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --target "$ENV/kit" \
      "$ENV/src" >> "$OUT/install.log" 2>&1; then
   record install passed "$(ls "$KIT"/wheels | wc -l) wheels and vattn-mm"
