@@ -19,7 +19,7 @@ against torch 2.14 / mmcv 2.1 / numpy 2.4 here, OpenCV on both):
   normalise): the same resized shape and scale factor; the fingerprint within
   1e-5 of the largest value (both sides resize with the same OpenCV bilinear
   call, so only float rounding is expected);
-* FPN outputs and the logits at the original size: fingerprints (mean, std,
+* backbone outputs, FPN outputs (Semantic FPN) and the logits at the original size: fingerprints (mean, std,
   abs max, 64 strided samples) within 1e-4 of max(1, abs max): float32
   reassociation through ~20 transformer blocks on different torch builds gives
   relative differences of 1e-7..1e-6, two orders below;
@@ -51,7 +51,8 @@ CONVERT = load_tool('convert_checkpoint.py')
 
 #: fixture -> our config for the same model
 CASES = {'p2t_s_fpn': 'configs/p2t_s_fpn_ade20k.py',
-         'agent_pvt_s_fpn': 'configs/agent_pvt_s_fpn_ade20k.py'}
+         'agent_pvt_s_fpn': 'configs/agent_pvt_s_fpn_ade20k.py',
+         'focalnet_t_srf_upernet': 'configs/focalnet_t_srf_upernet_ade20k.py'}
 #: cases whose measured disagreement is documented (fixture -> reason)
 XFAIL = {}
 
@@ -147,7 +148,9 @@ def run_ours(config: str, checkpoint: Path, images: list) -> dict:
     model = init_model(config, str(checkpoint), device='cpu')
     seen = {}
     model.backbone.register_forward_pre_hook(lambda m, a: seen.__setitem__('input', a[0]))
-    model.neck.register_forward_hook(lambda m, a, o: seen.__setitem__('neck', o))
+    model.backbone.register_forward_hook(lambda m, a, o: seen.__setitem__('backbone', o))
+    if model.with_neck:
+        model.neck.register_forward_hook(lambda m, a, o: seen.__setitem__('neck', o))
     results = {}
     for name in images:
         with torch.no_grad():
@@ -155,7 +158,9 @@ def run_ours(config: str, checkpoint: Path, images: list) -> dict:
         logits = sample.seg_logits.data.float()
         assert torch.equal(sample.pred_sem_seg.data[0], logits.argmax(0))
         results[name] = dict(meta=sample.metainfo, input=fingerprint(seen['input']),
-                             neck=[fingerprint(f) for f in seen['neck']], logits=logits)
+                             features={k: [fingerprint(f) for f in seen[k]]
+                                       for k in ('backbone', 'neck') if k in seen},
+                             logits=logits)
     return results
 
 
@@ -176,16 +181,18 @@ def test_converted_official_checkpoint_reproduces_official_segmentation(case, tm
         assert list(meta['img_shape']) == ref['img_shape'][:2]
         assert list(got['input']['shape'][2:]) == ref['pad_shape'][:2]
         assert np.allclose(meta['scale_factor'], ref['scale_factor'][:2], atol=1e-6)
-        assert len(got['neck']) == len(ref['neck'])
+        assert sorted(got['features']) == sorted(k for k in ('backbone', 'neck') if k in ref)
+        assert all(len(got['features'][k]) == len(ref[k]) for k in got['features'])
         report[name] = dict(
             input_err=fingerprint_error(got['input'], ref['input']),
-            neck_err=max(fingerprint_error(o, r) for o, r in zip(got['neck'], ref['neck'])),
+            feature_err=max(fingerprint_error(o, r) for k, fs in got['features'].items()
+                            for o, r in zip(fs, ref[k])),
             logit_err=fingerprint_error(fingerprint(got['logits']), ref['logits']),
             labels=compare_labels(got['logits'], decode_labels(ref['labels_png'])))
     print(json.dumps(report, indent=1))
     for name, r in report.items():
         assert r['input_err'] <= INPUT_TOL, (name, r)
-        assert r['neck_err'] <= FEATURE_TOL, (name, r)
+        assert r['feature_err'] <= FEATURE_TOL, (name, r)
         assert r['logit_err'] <= LOGIT_TOL, (name, r)
         lab = r['labels']
         assert lab['over_margin'] == 0 and lab['not_second'] == 0, (name, r)
