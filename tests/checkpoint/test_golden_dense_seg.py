@@ -52,7 +52,8 @@ CONVERT = load_tool('convert_checkpoint.py')
 #: fixture -> our config for the same model
 CASES = {'p2t_s_fpn': 'configs/p2t_s_fpn_ade20k.py',
          'agent_pvt_s_fpn': 'configs/agent_pvt_s_fpn_ade20k.py',
-         'focalnet_t_srf_upernet': 'configs/focalnet_t_srf_upernet_ade20k.py'}
+         'focalnet_t_srf_upernet': 'configs/focalnet_t_srf_upernet_ade20k.py',
+         'litv2_s_fpn': 'configs/litv2_s_fpn_ade20k.py'}
 #: cases whose measured disagreement is documented (fixture -> reason)
 XFAIL = {}
 
