@@ -1,8 +1,8 @@
 """Released-layout detector checkpoints against the OFFICIAL mmdet 2.x pipeline
 (tests/data/golden_dense, see its README).
 
-The official PVTv2-b2 RetinaNet / Mask R-CNN (whai362/PVT configs, mmdet 2.28.2,
-mmcv-full 1.7.2) was given deterministic weights (tests/golden_dense.py), saved
+The official PVTv2-b2 and Agent-PVT-S RetinaNet / Mask R-CNN (whai362/PVT and
+LeapLabTHU/Agent-Attention configs, mmdet 2.28.2, mmcv-full 1.7.2) was given deterministic weights (tests/golden_dense.py), saved
 with mmcv's ``save_checkpoint`` and run through ``mmdet.apis.inference_detector``
 on two synthetic images.  Here the same file is remade from the fixture's key
 list, converted by ``tools/convert_checkpoint.py --config`` for our config (as it
@@ -48,7 +48,9 @@ CONVERT = load_tool('convert_checkpoint.py')
 
 #: fixture -> our config for the same model
 CASES = {'pvtv2_b2_retinanet': 'configs/pvtv2_b2_retinanet_coco.py',
-         'pvtv2_b2_maskrcnn': 'configs/pvtv2_b2_maskrcnn_coco.py'}
+         'pvtv2_b2_maskrcnn': 'configs/pvtv2_b2_maskrcnn_coco.py',
+         'agent_pvt_s_retinanet': 'configs/agent_pvt_s_retinanet_coco.py',
+         'agent_pvt_s_maskrcnn': 'configs/agent_pvt_s_maskrcnn_coco.py'}
 
 INPUT_TOL = 1e-5
 FEATURE_TOL = 1e-4
@@ -109,11 +111,16 @@ def fingerprint_error(ours: dict, ref: dict) -> float:
 
 
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """IoU; two boxes of zero area (clipped flat at the border, which mmdet 2.x
+    single-stage heads keep) count 1 where their corners agree within BOX_TOL."""
     lt = np.maximum(a[:, None, :2], b[None, :, :2])
     rb = np.minimum(a[:, None, 2:], b[None, :, 2:])
     inter = np.clip(rb - lt, 0, None).prod(-1)
     area = lambda x: (x[:, 2] - x[:, 0]) * (x[:, 3] - x[:, 1])  # noqa: E731
-    return inter / (area(a)[:, None] + area(b)[None] - inter)
+    union = area(a)[:, None] + area(b)[None] - inter
+    flat = np.abs(a[:, None] - b[None]).max(-1) <= BOX_TOL
+    with np.errstate(divide='ignore', invalid='ignore'):
+        return np.where(union > 0, inter / np.where(union > 0, union, 1), flat.astype(float))
 
 
 def decode_masks(rles: list) -> np.ndarray:
