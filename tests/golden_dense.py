@@ -12,6 +12,7 @@ This file must run unchanged under Python 3.8: the lab imports it to make the
 official checkpoints.
 """
 import zlib
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -92,3 +93,60 @@ def generate(keys, rule: str = 'v1') -> 'dict[str, torch.Tensor]':
     """An ordered state dict from ``keys``: (key, shape, dtype) triples, in the
     order the official model's ``state_dict()`` lists them."""
     return {key: generate_tensor(key, shape, dtype, rule) for key, shape, dtype in keys}
+
+
+# ------------------------------------------------------------------ what the tests share
+#: the fixtures: one JSON record per case, and the images
+DATA = Path(__file__).resolve().parent / 'data' / 'golden_dense'
+
+
+def load_record(case: str) -> dict:
+    import json
+    return json.loads((DATA / (case + '.json')).read_text())
+
+
+def write_official(rec: dict, path) -> None:
+    """The file the lab wrote with mmcv's ``save_checkpoint``: ``{'meta',
+    'state_dict'}`` with the generated tensors in key order, ``meta['CLASSES']``
+    a tuple."""
+    from collections import OrderedDict
+    meta = dict(rec['checkpoint']['meta'])
+    meta['CLASSES'] = tuple(meta['CLASSES'])
+    state_dict = OrderedDict(generate(rec['checkpoint']['keys'], rec['rule']))
+    torch.save({'meta': meta, 'state_dict': state_dict}, path)
+
+
+def sha256(state_dict) -> str:
+    """SHA-256 of the tensors' bytes in key order."""
+    import hashlib
+    digest = hashlib.sha256()
+    for value in state_dict.values():
+        digest.update(value.contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def fingerprint(t: torch.Tensor, n: int = 64) -> dict:
+    """Shape, mean, std, largest magnitude and ``n`` strided samples."""
+    flat = t.detach().double().flatten()
+    step = max(1, flat.numel() // n)
+    return dict(shape=list(t.shape), mean=flat.mean().item(), std=flat.std().item(),
+                abs_max=flat.abs().max().item(), samples=flat[::step][:n].tolist())
+
+
+def fingerprint_error(ours: dict, ref: dict) -> float:
+    """Largest difference of two fingerprints over max(1, the reference's largest magnitude)."""
+    assert ours['shape'] == ref['shape']
+    a = np.array([ours['mean'], ours['std'], ours['abs_max'], *ours['samples']])
+    b = np.array([ref['mean'], ref['std'], ref['abs_max'], *ref['samples']])
+    return float(np.abs(a - b).max() / max(1.0, ref['abs_max']))
+
+
+def convert_official(case: str, config, tmp, convert) -> Path:
+    """The case's official file written in ``tmp`` and converted for
+    ``config`` by ``convert`` (``tools/convert_checkpoint.py``'s ``main``);
+    the path of the converted checkpoint."""
+    src, out = Path(tmp) / (case + '_official.pth'), Path(tmp) / (case + '_vattn.pth')
+    write_official(load_record(case), src)
+    convert([str(src), str(out), '--config', str(config)])
+    src.unlink()
+    return out

@@ -30,20 +30,18 @@ torch 2.14 / mmcv 2.1 / numpy 2.4 here, OpenCV 5.1 on both), with what was measu
   mask and 0.5 % of all mask pixels per image (measured: 6 and 10 pixels
   of 110k and 27k mask pixels, at most 2 in one mask).
 """
-import hashlib
 import json
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from ..golden_dense import generate
+from ..golden_dense import (DATA, convert_official, fingerprint, fingerprint_error, generate,
+                           load_record, sha256)
 from ..tools import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / 'tests' / 'data' / 'golden_dense'
 CONVERT = load_tool('convert_checkpoint.py')
 
 #: fixture -> our config for the same model
@@ -63,51 +61,11 @@ MATCH_IOU = 0.9
 MAX_UNMATCHED = 2
 
 
-def load_record(case: str) -> dict:
-    return json.loads((DATA / f'{case}.json').read_text())
 
 
-def official_state_dict(rec: dict) -> 'OrderedDict[str, torch.Tensor]':
-    return OrderedDict(generate(rec['checkpoint']['keys'], rec['rule']))
 
 
-def write_official(rec: dict, path: Path) -> None:
-    """The file the lab wrote with mmcv's ``save_checkpoint``: ``{'meta',
-    'state_dict'}``, ``meta['CLASSES']`` a tuple."""
-    meta = dict(rec['checkpoint']['meta'])
-    meta['CLASSES'] = tuple(meta['CLASSES'])
-    torch.save({'meta': meta, 'state_dict': official_state_dict(rec)}, path)
 
-
-def sha256(sd) -> str:
-    digest = hashlib.sha256()
-    for value in sd.values():
-        digest.update(value.contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
-@pytest.mark.parametrize('case', sorted(CASES))
-def test_generator_remakes_the_official_weights(case):
-    """The generator gives here, bit for bit, the tensors the lab saved
-    (Python 3.8, numpy 1.23, torch 1.13)."""
-    rec = load_record(case)
-    sd = official_state_dict(rec)
-    assert [k for k, _, _ in rec['checkpoint']['keys']] == list(sd)
-    assert sha256(sd) == rec['checkpoint']['sha256']
-
-
-def fingerprint(t: torch.Tensor, n: int = 64) -> dict:
-    flat = t.detach().double().flatten()
-    step = max(1, flat.numel() // n)
-    return dict(shape=list(t.shape), mean=flat.mean().item(), std=flat.std().item(),
-                abs_max=flat.abs().max().item(), samples=flat[::step][:n].tolist())
-
-
-def fingerprint_error(ours: dict, ref: dict) -> float:
-    assert ours['shape'] == ref['shape']
-    a = np.array([ours['mean'], ours['std'], ours['abs_max'], *ours['samples']])
-    b = np.array([ref['mean'], ref['std'], ref['abs_max'], *ref['samples']])
-    return float(np.abs(a - b).max() / max(1.0, ref['abs_max']))
 
 
 def box_iou(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -174,12 +132,8 @@ def converted(tmp_path_factory):
 
     def get(case: str):
         if case not in cache:
-            tmp = tmp_path_factory.mktemp(case)
-            src, out = tmp / f'{case}_official.pth', tmp / f'{case}_vattn.pth'
-            write_official(load_record(case), src)
-            CONVERT.main([str(src), str(out), '--config', str(ROOT / CASES[case])])
-            src.unlink()
-            cache[case] = out
+            cache[case] = convert_official(case, ROOT / CASES[case],
+                                           tmp_path_factory.mktemp(case), CONVERT.main)
         return cache[case]
     return get
 
@@ -239,3 +193,13 @@ def test_converted_official_checkpoint_reproduces_official_detections(case, conv
         if 'mask_pixels' in r:
             assert not r['masks_off'], (name, r)
             assert r['mask_pixels']['differing'] <= MASK_TOL * r['mask_pixels']['of'], (name, r)
+
+
+@pytest.mark.parametrize('case', sorted(p.stem for p in DATA.glob('*.json')))
+def test_generator_remakes_the_official_weights(case):
+    """The generator gives here, bit for bit, the tensors the lab saved
+    (Python 3.8, numpy 1.23, torch 1.13), for every fixture."""
+    rec = load_record(case)
+    sd = generate(rec['checkpoint']['keys'], rec['rule'])
+    assert [k for k, _, _ in rec['checkpoint']['keys']] == list(sd)
+    assert sha256(sd) == rec['checkpoint']['sha256']

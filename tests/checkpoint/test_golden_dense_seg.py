@@ -36,21 +36,18 @@ Measured (2 images per case): input 5e-8, features <= 1.8e-6, logits <= 1.4e-6,
 no differing label.
 """
 import base64
-import hashlib
 import io
 import json
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from ..golden_dense import generate
+from ..golden_dense import DATA, convert_official, fingerprint, fingerprint_error, load_record
 from ..tools import load_tool
 
 ROOT = Path(__file__).resolve().parents[2]
-DATA = ROOT / 'tests' / 'data' / 'golden_dense'
 CONVERT = load_tool('convert_checkpoint.py')
 
 #: fixture -> our config for the same model
@@ -68,41 +65,10 @@ LABEL_MARGIN = 1e-3
 LABEL_FRACTION = 5e-4
 
 
-def load_record(case: str) -> dict:
-    return json.loads((DATA / f'{case}.json').read_text())
 
 
-def official_state_dict(rec: dict) -> 'OrderedDict[str, torch.Tensor]':
-    return OrderedDict(generate(rec['checkpoint']['keys'], rec['rule']))
 
 
-def write_official(rec: dict, path: Path) -> None:
-    """The file the lab wrote with mmcv's ``save_checkpoint``: ``{'meta',
-    'state_dict'}``, ``meta['CLASSES']`` a tuple, ``meta['PALETTE']`` a list."""
-    meta = dict(rec['checkpoint']['meta'])
-    meta['CLASSES'] = tuple(meta['CLASSES'])
-    torch.save({'meta': meta, 'state_dict': official_state_dict(rec)}, path)
-
-
-def sha256(sd) -> str:
-    digest = hashlib.sha256()
-    for value in sd.values():
-        digest.update(value.contiguous().numpy().tobytes())
-    return digest.hexdigest()
-
-
-def fingerprint(t: torch.Tensor, n: int = 64) -> dict:
-    flat = t.detach().double().flatten()
-    step = max(1, flat.numel() // n)
-    return dict(shape=list(t.shape), mean=flat.mean().item(), std=flat.std().item(),
-                abs_max=flat.abs().max().item(), samples=flat[::step][:n].tolist())
-
-
-def fingerprint_error(ours: dict, ref: dict) -> float:
-    assert ours['shape'] == ref['shape']
-    a = np.array([ours['mean'], ours['std'], ours['abs_max'], *ours['samples']])
-    b = np.array([ref['mean'], ref['std'], ref['abs_max'], *ref['samples']])
-    return float(np.abs(a - b).max() / max(1.0, ref['abs_max']))
 
 
 def decode_labels(b64: str) -> np.ndarray:
@@ -129,23 +95,6 @@ def params(cases):
     return [pytest.param(c, marks=pytest.mark.xfail(reason=XFAIL[c], strict=True))
             if c in XFAIL else c for c in sorted(cases)]
 
-
-@pytest.mark.parametrize('case', sorted(CASES))
-def test_generator_remakes_the_official_weights(case):
-    """The generator gives here, bit for bit, the tensors the lab saved
-    (Python 3.8, numpy 1.23, torch 1.13)."""
-    rec = load_record(case)
-    sd = official_state_dict(rec)
-    assert [k for k, _, _ in rec['checkpoint']['keys']] == list(sd)
-    assert sha256(sd) == rec['checkpoint']['sha256']
-
-
-def convert(case: str, tmp: Path) -> Path:
-    src, out = tmp / f'{case}_official.pth', tmp / f'{case}_vattn.pth'
-    write_official(load_record(case), src)
-    CONVERT.main([str(src), str(out), '--config', str(ROOT / CASES[case])])
-    src.unlink()
-    return out
 
 
 def run_ours(config: str, checkpoint: Path, images: list) -> dict:
@@ -174,7 +123,7 @@ def run_ours(config: str, checkpoint: Path, images: list) -> dict:
 @pytest.mark.parametrize('case', params(CASES))
 def test_converted_official_checkpoint_reproduces_official_segmentation(case, tmp_path):
     rec = load_record(case)
-    ckpt = convert(case, tmp_path)
+    ckpt = convert_official(case, ROOT / CASES[case], tmp_path, CONVERT.main)
     written = torch.load(ckpt, weights_only=True)
     assert written['meta']['dataset_meta']['classes'] == tuple(rec['checkpoint']['meta']['CLASSES'])
     ours = run_ours(str(ROOT / CASES[case]), ckpt, list(rec['images']))
