@@ -268,8 +268,10 @@ def render(records: list) -> str:
                      f'[source]({r.source}) | {_loaded_by(r, by_record)} | {r.note or ""} |')
     lines += ['', 'Dense configs with published results of the official model of their recipe',
               '(COCO val box / mask AP, ADE20K val mIoU) and the official dense checkpoints:', '',
-              '"vs official" compares the config with the official config of the run (pinned commit,',
-              'recipe values in `configs/metafiles/`; `tests/project/test_recipes.py` holds them equal).',
+              '"vs official" compares the config with the official config of the run: each record in',
+              '`configs/metafiles/` names it (`Official Config`, at a pinned commit) and its recipe',
+              '(`Official Values`: optimizer, schedule, batch, scales, precision, ...), and',
+              '`tests/project/test_recipes.py` holds the config to them but for the stated `Deviations`.',
               'A dense config not listed here has no official counterpart and claims no published number.',
               '',
               '| config | official recipe | vs official | box AP | mask AP | mIoU | official weights | source |',
