@@ -28,4 +28,7 @@ adamw_optim_wrapper = dict(
     optimizer=dict(_delete_=True, type='AdamW', lr=1e-4, betas=(0.9, 0.999),
                    weight_decay=0.05),
     paramwise_cfg=dict(custom_keys=dict(norm=dict(decay_mult=0.))))
+# the same in float16 mixed precision, as the official runs that used apex O1 trained
+adamw_amp_optim_wrapper = dict(adamw_optim_wrapper, type='AmpOptimWrapper', dtype='float16',
+                               loss_scale='dynamic')
 warmup = dict(type='LinearLR', start_factor=0.001, by_epoch=False, begin=0, end=500)

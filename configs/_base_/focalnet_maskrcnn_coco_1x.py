@@ -9,7 +9,7 @@ _base_ = ['./maskrcnn_coco_1x.py', './coco_mstrain.py']
 train_pipeline = _base_.load_boxes_and_masks + _base_.mstrain_steps
 train_dataloader = dict(batch_size=2, dataset=dict(pipeline=train_pipeline))
 
-optim_wrapper = dict(_base_.adamw_optim_wrapper, type='AmpOptimWrapper', dtype='float16', loss_scale='dynamic')
+optim_wrapper = _base_.adamw_amp_optim_wrapper
 param_scheduler = [
     _base_.warmup,
     dict(type='MultiStepLR', begin=0, end=12, by_epoch=True, milestones=[9, 11], gamma=0.1),

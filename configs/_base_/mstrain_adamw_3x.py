@@ -9,7 +9,7 @@ _base_ = ['mmdet::_base_/schedules/schedule_1x.py', './coco_mstrain.py']
 
 max_epochs = 36
 train_cfg = dict(max_epochs=max_epochs)
-optim_wrapper = dict(_base_.adamw_optim_wrapper, type='AmpOptimWrapper', dtype='float16', loss_scale='dynamic')
+optim_wrapper = _base_.adamw_amp_optim_wrapper
 param_scheduler = [
     _base_.warmup,
     dict(type='MultiStepLR', begin=0, end=max_epochs, by_epoch=True, milestones=[27, 33],

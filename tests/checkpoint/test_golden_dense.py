@@ -2,9 +2,10 @@
 (tests/data/golden_dense, see its README).
 
 The official PVTv2-b2 and Agent-PVT-S RetinaNet / Mask R-CNN (whai362/PVT and
-LeapLabTHU/Agent-Attention configs, mmdet 2.28.2, mmcv-full 1.7.2) was given deterministic weights (tests/golden_dense.py), saved
-with mmcv's ``save_checkpoint`` and run through ``mmdet.apis.inference_detector``
-on two synthetic images.  Here the same file is remade from the fixture's key
+LeapLabTHU/Agent-Attention configs, mmdet 2.28.2, mmcv-full 1.7.2) were given
+deterministic weights (tests/golden_dense.py), saved with mmcv's
+``save_checkpoint`` and run through ``mmdet.apis.inference_detector`` on two
+synthetic images.  Here the same file is remade from the fixture's key
 list, converted by ``tools/convert_checkpoint.py --config`` for our config (as it
 is: 80 classes, the official configs' own) and run through mmdet 3.3's
 ``init_detector`` / ``inference_detector``; preprocessing, FPN features,

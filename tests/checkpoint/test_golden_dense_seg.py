@@ -19,8 +19,9 @@ against torch 2.14 / mmcv 2.1 / numpy 2.4 here, OpenCV on both):
   normalise): the same resized shape and scale factor; the fingerprint within
   1e-5 of the largest value (both sides resize with the same OpenCV bilinear
   call, so only float rounding is expected);
-* backbone outputs, FPN outputs (Semantic FPN) and the logits at the original size: fingerprints (mean, std,
-  abs max, 64 strided samples) within 1e-4 of max(1, abs max): float32
+* backbone outputs, FPN outputs (Semantic FPN) and the logits at the original
+  size: fingerprints (mean, std, abs max, 64 strided samples) within 1e-4 of
+  max(1, abs max): float32
   reassociation through ~20 transformer blocks on different torch builds gives
   relative differences of 1e-7..1e-6, two orders below;
 * label maps (argmax of the logits): a pixel may differ only where the two

@@ -17,7 +17,7 @@ def test_align_resize_stretches_to_multiples_of_the_divisor():
     seg = rng.integers(0, 150, (97, 131), dtype=np.uint8)
     out = AlignResize(scale=(2048, 512), keep_ratio=True)(dict(img=img, gt_seg_map=seg))
     rescaled = mmcv.imrescale(img, (2048, 512))
-    assert rescaled.shape[:2] == (512, 691)                      # keep-ratio: 691 is no multiple of 32
+    assert rescaled.shape[:2] == (512, 691)          # keep-ratio: 691 is no multiple of 32
     assert out['img'].shape[:2] == out['gt_seg_map'].shape == out['img_shape'] == (512, 704)
     np.testing.assert_array_equal(out['img'], mmcv.imresize(rescaled, (704, 512)))
     np.testing.assert_array_equal(out['gt_seg_map'], mmcv.imresize(

@@ -20,15 +20,6 @@ DENSE = [r for r in released_weights() if not r.pretraining]
 AUDITED = [r for r in DENSE if r.official_config]
 
 
-def _as_list(value):
-    """YAML lists and config tuples compare alike."""
-    if isinstance(value, dict):
-        return {k: _as_list(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_as_list(v) for v in value]
-    return value
-
-
 def _differs(ours, official) -> bool:
     """Values differ (floats by more than rounding: ``2e-4 / 1.4`` is the YAML's 0.000142...)."""
     if isinstance(ours, dict) and isinstance(official, dict):
@@ -58,11 +49,11 @@ def test_every_published_number_names_its_official_recipe():
     pytest.param(r, id=r.name, marks=pytest.mark.needs(codebase(ROOT / r.config)))
     for r in AUDITED])
 def test_config_resolves_to_the_official_recipe(record):
-    ours = _as_list(resolved_recipe(load_config(ROOT / record.config)))
-    official = _as_list(record.official_values)
+    ours, official = resolved_recipe(load_config(ROOT / record.config)), record.official_values
     differ = {k for k in KEYS if _differs(ours[k], official[k])}
     unstated = {k: (ours[k], official[k]) for k in differ - set(record.deviations)}
-    assert not unstated, f'{record.config} differs from {record.official_config} (ours, official): {unstated}'
+    assert not unstated, (f'{record.config} differs from {record.official_config} '
+                          f'(ours, official): {unstated}')
     stale = set(record.deviations) - differ
     assert not stale, f'{record.name}: stated deviations {sorted(stale)} are no longer deviations'
 
@@ -107,8 +98,8 @@ train_dataloader = dict(batch_size=2, dataset=dict(type='RepeatDataset', dataset
     dict(type='RandomCrop', crop_size=(512, 512))])))
 test_dataloader = dict(dataset=dict(pipeline=[dict(type='AlignResize', scale=(2048, 512))]))
 auto_scale_lr = dict(base_batch_size=16)
-model = dict(backbone=dict(type='PVTv2', drop_path_rate=0.3,
-                           init_cfg=dict(type='Pretrained', checkpoint='https://x/y/pvt_v2_b2.pth')),
+model = dict(backbone=dict(type='PVTv2', drop_path_rate=0.3, init_cfg=dict(
+                 type='Pretrained', checkpoint='https://x/y/pvt_v2_b2.pth')),
              decode_head=dict(norm_cfg=dict(type='SyncBN')))
 ''')
     recipe = resolved_recipe(Config.fromfile(path))

@@ -1,6 +1,6 @@
 """A config's training recipe as plain values, in the terms the papers' official
 configs use, so that a config can be compared with the official run it
-reproduces (``Recipe`` in ``configs/metafiles/*.yml``, docs/backbones.md).
+reproduces (``Official Values`` in ``configs/metafiles/*.yml``, docs/backbones.md).
 
 :func:`resolved_recipe` reads a loaded mmengine config (nothing is built):
 
@@ -41,9 +41,9 @@ _DECAY = {'MultiStepLR': 'step', 'PolyLR': 'poly', 'CosineAnnealingLR': 'cosine'
 _RESIZES = ('Resize', 'RandomResize', 'RandomChoiceResize', 'AlignResize')
 
 #: the keys of a recipe, in the order they are reported
-KEYS = ('optimizer', 'lr', 'weight_decay', 'betas', 'paramwise', 'grad_clip', 'precision', 'schedule',
-        'batch_per_gpu', 'base_batch_size', 'drop_path_rate', 'frozen_stages', 'norm_eval',
-        'sync_bn', 'train_scale', 'test_scale', 'test_resize', 'crop_size', 'pretrained')
+KEYS = ('optimizer', 'lr', 'weight_decay', 'betas', 'paramwise', 'grad_clip', 'precision',
+        'schedule', 'batch_per_gpu', 'base_batch_size', 'drop_path_rate', 'frozen_stages',
+        'norm_eval', 'sync_bn', 'train_scale', 'test_scale', 'test_resize', 'crop_size', 'pretrained')
 
 
 def _plain(value: Any) -> Any:

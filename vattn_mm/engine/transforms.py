@@ -51,7 +51,8 @@ class AlignResize(Resize):
     def __init__(self, *args, size_divisor: int = 32, **kwargs):
         super().__init__(*args, **kwargs)
         if not isinstance(size_divisor, int) or size_divisor < 1:
-            raise ValueError(f'AlignResize: size_divisor must be a positive int, got {size_divisor!r}')
+            raise ValueError('AlignResize: size_divisor must be a positive int, '
+                             f'got {size_divisor!r}')
         self.size_divisor = size_divisor
 
     def transform(self, results: dict) -> dict:
