@@ -6,8 +6,11 @@
 # make gpu-kit       - .gpu_kit/: the wheels and node command the lent GPU node needs (tools/gpu_kit/)
 # make gpu-rehearsal - the node command on this CPU in an imitation of the node (Python 3.12, torch 2.11)
 PY := .venv/bin/python
-# the pinned stack has every package: a test marked needs(...) fails there instead of skipping
-PYTEST := VATTN_FULL_STACK=1 $(PY) -m pytest tests -q -p no:cacheprovider -n 2
+# the pinned stack has every package: a test marked needs(...) fails there instead of skipping;
+# one compute thread per test process and per process it starts (the 2 workers share the cores);
+# --dist loadgroup keeps each xdist_group (the modules that start training processes) on one worker
+PYTEST := VATTN_FULL_STACK=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
+	$(PY) -m pytest tests -q -p no:cacheprovider -n 2 --dist loadgroup
 PYTEST_ARGS ?=
 
 .PHONY: install demo test test-quick test-compat gpu-kit gpu-rehearsal

@@ -18,6 +18,16 @@ def _deterministic():
     yield
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_fixture_setup(fixturedef, request):
+    """A module- or session-scoped fixture starts from seed 0 too: it is set
+    up before the function-scoped seed above, after whatever tests ran
+    before it on this worker, and its random weights or data must not
+    depend on that order."""
+    if fixturedef.scope != 'function':
+        torch.manual_seed(0)
+
+
 def _shared(tmp_path_factory, name: str, make) -> Path:
     """``make(directory)`` once for the whole run, also across pytest-xdist
     workers (the first one makes it under a lock, the others reuse it)."""

@@ -226,7 +226,7 @@ def _run(cmd: list, cwd: Path, env=None) -> subprocess.CompletedProcess:
 
 def _mim(site: Path, *args) -> subprocess.CompletedProcess:
     """``python -m mim ARGS`` run from ``run/`` with the installed wheel first on the path."""
-    env = dict(os.environ, PYTHONPATH=str(site / 'site'), OMP_NUM_THREADS='2')
+    env = dict(os.environ, PYTHONPATH=str(site / 'site'), OMP_NUM_THREADS='1')
     return _run([sys.executable, '-m', 'mim', *args], site / 'run', env)
 
 

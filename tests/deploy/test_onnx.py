@@ -248,7 +248,7 @@ def test_tool_end_to_end(tmp_path):
     assert out.is_file() and 'max relative error' in result.stdout and ' OK' in result.stdout
     assert result.stdout.count(' yes') == 12
     # the ONNX file reproduces the checkpoint's weights, not a fresh init
-    got = OnnxModel(out)(torch.ones(1, 3, 64, 64))[-1]
+    got = OnnxModel(out, threads=1)(torch.ones(1, 3, 64, 64))[-1]
     with torch.no_grad():
         torch.testing.assert_close(got, model.eval()(torch.ones(1, 3, 64, 64))[-1],
                                    rtol=1e-4, atol=1e-4)

@@ -33,7 +33,8 @@ from vattn_mm.engine import (CrashSafeCheckpointHook, FiniteLossHook, NonFiniteL
                              restore_random_state)
 
 #: slow (kill -9 and resume of real training runs, 1 and 2 processes)
-pytestmark = pytest.mark.slow
+#: one xdist worker runs the modules that start torchrun jobs, one module at a time
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('torchrun')]
 
 DET_DEMO = ROOT / 'configs/demo/pvtv2_b0_maskrcnn_demo.py'
 CLS_DEMO = ROOT / 'configs/demo/pvtv2_b0_cls_demo.py'
@@ -241,6 +242,28 @@ CASE_NEEDS = {'maskrcnn-2workers': 'mmdet', 'retinanet-0workers': 'mmdet',
 MAX_PROCESSES = 6
 
 
+class Progress:
+    """Hang guard of the jobs: progress is any log growing; what runs at once is
+    bounded by MAX_PROCESSES, so however slow the machine, a healthy run
+    writes a log line (imports, each iteration, each checkpoint) well within
+    STALL seconds, while a wedged one writes none."""
+
+    STALL = 600
+
+    def __init__(self, jobs: dict):
+        self.jobs, self.sizes, self.last = jobs, {}, time.monotonic()
+
+    def stalled(self) -> str:
+        sizes = {log: log.stat().st_size for job in self.jobs.values()
+                 for _, log in job.procs.values() if log.exists()}
+        if sizes != self.sizes:
+            self.sizes, self.last = sizes, time.monotonic()
+        elif time.monotonic() - self.last > self.STALL:
+            return (f'no log grew for {self.STALL} s: ' +
+                    ', '.join(f'{name} {job.stage}' for name, job in self.jobs.items()))
+        return ''
+
+
 @pytest.fixture(scope='module')
 def resumed_runs(demo64, tmp_path_factory):
     jobs = {}
@@ -249,12 +272,13 @@ def resumed_runs(demo64, tmp_path_factory):
             continue  # its test is skipped (needs marker)
         tmp = tmp_path_factory.mktemp(name)
         jobs[name] = KillResumeJob(make_config(tmp, demo64, workers), tmp, kill_at, distributed)
-    deadline = time.monotonic() + 900
+    progress = Progress(jobs)
     try:
         while [job.step(MAX_PROCESSES) for job in jobs.values()].count(True):
-            if time.monotonic() > deadline:
+            stalled = progress.stalled()
+            if stalled:
                 for job in jobs.values():
-                    job.error = job.error or f'still {job.stage} after 900 s'
+                    job.error = job.error or stalled
                 break
             time.sleep(0.2)
         yield jobs

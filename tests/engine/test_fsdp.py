@@ -52,6 +52,7 @@ def initial_weights(config, path):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group('torchrun')  # with the other torchrun jobs (test_reliability.py)
 def test_sharded_run_matches_unsharded_and_resumes_exactly(demo64, tmp_path):
     plain = tiny_seg_config(tmp_path, demo64, flip_prob=0.0, sgd=True)
     sharded = sharded_config(tmp_path, plain)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from mmengine.config import Config
-from .test_training import ROOT, data_options, free_port, without_module_list
+from .test_training import ROOT, data_options, without_module_list
 
 from vattn_mm.datasets import make_demo_dataset
 from vattn_mm.utils import TRUST_ENV, EmptyDatasetError, ImageLoadError, float32_mmcv_ops
@@ -214,7 +214,7 @@ def upstream_train(work: Path, root: Path, iters: int, *extra: str) -> subproces
         'default_hooks.checkpoint.max_keep_ckpts=1', 'default_hooks.logger.interval=1',
         'train_dataloader.batch_size=2', 'train_dataloader.num_workers=0',
         'train_dataloader.persistent_workers=False']
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='2', PORT=str(free_port()))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1')
     env.pop(TRUST_ENV, None)
     return subprocess.run([sys.executable, str(mmdet_train_py()), str(DET_DEMO), '--work-dir',
                            str(work), *extra, '--cfg-options', *opts],

@@ -3,7 +3,6 @@ user's config trained on the demo data (resume and distributed runs:
 test_reliability.py)."""
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -32,14 +31,8 @@ def data_options(root: Path, config: str) -> list:
             f'test_dataloader.dataset.data_root={ade}']
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(('127.0.0.1', 0))
-        return s.getsockname()[1]
-
-
 def run_tool(args: list, timeout: int = 600) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='2', PORT=str(free_port()))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1')
     proc = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         stderr = without_module_list(proc.stderr)

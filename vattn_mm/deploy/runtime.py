@@ -10,14 +10,17 @@ import torch
 
 class OnnxModel:
     """An onnxruntime CPU session on an exported file, called like the model:
-    ``(1, 3, H, W)`` tensor -> list of output tensors."""
+    ``(1, 3, H, W)`` tensor -> list of output tensors.  ``threads``: its
+    intra-op threads (default: as many as torch's, ``torch.get_num_threads()``,
+    which ``OMP_NUM_THREADS`` sets); they sleep between runs instead of
+    spinning, leaving the cores to the rest of the process."""
 
     def __init__(self, path: Union[str, os.PathLike], threads: Optional[int] = None):
         import onnxruntime as ort
         options = ort.SessionOptions()
-        if threads is not None:
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
+        options.add_session_config_entry('session.intra_op.allow_spinning', '0')
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(os.fspath(path), options,
                                             providers=['CPUExecutionProvider'])
         self.input_name = self.session.get_inputs()[0].name

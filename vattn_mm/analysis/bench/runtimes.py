@@ -61,7 +61,7 @@ def onnxruntime(target: Any, case: Case) -> Any:
     with tempfile.TemporaryDirectory(prefix='vattn-onnx-') as tmp:
         path = Path(tmp) / 'model.onnx'
         export_onnx(Forward(), path, case.shape)
-        session = OnnxModel(path, case.threads or torch.get_num_threads())
+        session = OnnxModel(path, case.threads)
     return replace(target, forward=session)
 
 
