@@ -66,12 +66,6 @@ LABEL_MARGIN = 1e-3
 LABEL_FRACTION = 5e-4
 
 
-
-
-
-
-
-
 def decode_labels(b64: str) -> np.ndarray:
     from PIL import Image
     return np.asarray(Image.open(io.BytesIO(base64.b64decode(b64))))
@@ -95,7 +89,6 @@ def compare_labels(logits: torch.Tensor, ref_labels: np.ndarray) -> dict:
 def params(cases):
     return [pytest.param(c, marks=pytest.mark.xfail(reason=XFAIL[c], strict=True))
             if c in XFAIL else c for c in sorted(cases)]
-
 
 
 def run_ours(config: str, checkpoint: Path, images: list) -> dict:
