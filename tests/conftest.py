@@ -89,6 +89,7 @@ def pytest_configure(config):
         torch.set_num_threads(1)
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """The tests marked ``slow`` run first (a stable sort): under pytest-xdist
     the long runs then overlap the many short ones instead of ending the run
@@ -96,6 +97,7 @@ def pytest_collection_modifyitems(config, items):
     skipped where what it names does not import, unless $VATTN_FULL_STACK is
     set."""
     items.sort(key=lambda item: item.get_closest_marker('slow') is None)
+    _check_xdist_groups(config, items)
     if os.environ.get(FULL_STACK_ENV):
         return
     for item in items:
@@ -106,3 +108,20 @@ def pytest_collection_modifyitems(config, items):
             reasons = [r for r in map(missing, marker.args) if r]
             if reasons:
                 item.add_marker(pytest.mark.skip(reason='; '.join(reasons)))
+
+
+def _check_xdist_groups(config, items) -> None:
+    """Under ``--dist loadgroup`` pytest-xdist sends a test marked
+    ``xdist_group(name)`` to its group's worker by suffixing its node id with
+    ``@name`` in each worker; a pytest whose items ignore that suffix
+    (pytest 9 with pytest-xdist 3.8) would spread the group over the workers
+    without a word."""
+    if not config.getoption('loadgroup', False):
+        return
+    for item in items:
+        marker = item.get_closest_marker('xdist_group')
+        if marker and '@' not in item.nodeid:
+            raise pytest.UsageError(
+                f'{item.nodeid}: its xdist_group {marker.args or marker.kwargs} is not in its node '
+                f'id, so --dist loadgroup cannot keep the group on one worker (pytest '
+                f'{pytest.__version__}; the pins in tools/constraints.txt work)')
