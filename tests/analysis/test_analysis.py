@@ -1,7 +1,7 @@
 """The analysis tools: tools/analysis/get_flops.py on configs and backbones,
 tools/analysis/benchmark.py on a micro backbone (one real run), its worker
-processes (tools/analysis/bench_workers.py) and the dilated-attention
-benchmark.  The library they run: tests/analysis/."""
+processes (tools/analysis/bench_workers.py), the dilated-attention benchmark
+and the QuadTree benchmark's workers.  The library they run: tests/analysis/."""
 import csv
 import math
 import os
@@ -12,6 +12,7 @@ import pytest
 
 from vattn_mm.analysis import spec_complexity
 from vattn_mm.analysis.bench import Case, Row, benchmark, fill_row, markdown, read_csv, write_csv
+from vattn_mm.analysis.bench import quadtree_vs_dense
 
 from ..tools import TOOLS as TOOLS_ROOT, load_tool
 
@@ -238,3 +239,23 @@ def test_dilated_attention_benchmark_runs(capsys):
     assert [r.split('|')[4].strip() for r in rows] == ['unfold', 'ours'], res.stdout
     diff = float(rows[1].split('|')[-2])
     assert diff < 1e-4
+
+
+def test_quadtree_benchmark_workers_and_tables(capsys):
+    """tools/analysis/benchmark_quadtree.py's worker processes on one small
+    dense case (the tool's own sizes take minutes), a failing case skipped,
+    and the tables and linearity verdict from given results."""
+    tool = load_tool('analysis/benchmark_quadtree.py')
+    spec = dict(device='cpu', repeat=1, threads=1, train=True, kind='dense', size=[64, 64])
+    res = tool.measure_case(spec, quadtree_vs_dense.worker_env('cpu'))
+    assert res['time_s'] > 0 and res['runs'] == 1 and res['peak_bytes'] >= 0, res
+    failed = tool.measure_case(dict(spec, threads=0), quadtree_vs_dense.worker_env('cpu'))
+    assert failed['skipped'].startswith('failed: ') and 'threads' in failed['skipped'], failed
+    layer = dict(time_s=0.1, iqr_s=0.001, runs=3, peak_bytes=2**20)
+    results = {('quadtree', size): dict(layer, time_s=0.1 * 4 ** i, peak_bytes=2**20 * 4 ** i)
+               for i, size in enumerate(quadtree_vs_dense.SIZES[::2])}
+    quadtree_vs_dense.print_tables(results, backbone=False)
+    out = capsys.readouterr().out
+    assert '| 512x512 | 16,384 | 100 ms (IQR 1.0, 3 runs) | 1 MiB | - | - |' in out
+    assert '| quadtree | 512x512 -> 1024x1024 (4x) | 4.00x | 4.00x | yes |' in out
+    assert out.endswith('(4x tokens <= 5x time and memory): yes\n')

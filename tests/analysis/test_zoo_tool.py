@@ -5,6 +5,7 @@ import csv
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -18,17 +19,19 @@ from ..tools import load_tool
 #: slow (the zoo tool trains and tests every quick variant end to end)
 pytestmark = pytest.mark.slow
 
-load_tool('analysis/bench_workers.py')   # zoo.py imports it as a sibling module
+load_tool('analysis/bench_workers.py')   # zoo.py imports these as sibling modules
+load_tool('analysis/zoo_workers.py')
 TOOL = load_tool('analysis/zoo.py')
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_quick_mode_end_to_end(tmp_path):
     """What the full run does, at tiny widths: speed sweep, training and
     testing on both demo tasks, CSVs, tables and plots."""
     out = tmp_path / 'zoo'
-    res = subprocess.run([sys.executable, str(TOOL.ROOT / 'tools/analysis/zoo.py'), '--quick',
+    res = subprocess.run([sys.executable, str(ROOT / 'tools/analysis/zoo.py'), '--quick',
                           '--variants', 'sra', 'hilo', '--out-dir', str(out)],
-                         cwd=TOOL.ROOT, capture_output=True, text=True, timeout=1200)
+                         cwd=ROOT, capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     with open(out / 'zoo_speed.csv') as f:
         rows = list(csv.DictReader(f))
@@ -105,8 +108,8 @@ def test_probe_report_merges_a_rerun(tmp_path):
 
 
 def _zoo(*args, timeout=600):
-    return subprocess.run([sys.executable, str(TOOL.ROOT / 'tools/analysis/zoo.py'), *args],
-                          cwd=TOOL.ROOT, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, str(ROOT / 'tools/analysis/zoo.py'), *args],
+                          cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
 def test_probe_study_quick_end_to_end(tmp_path):

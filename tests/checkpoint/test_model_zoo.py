@@ -17,10 +17,9 @@ from mmengine.config import Config
 
 from vattn_mm.analysis.targets import strip_pretrained
 from vattn_mm.backbones import registered_backbones
-from vattn_mm.checkpoint.released import (ReleasedWeights, in_paper_terms, model_index_path,
-                                          record_of_config, released_weights)
-
-from ..tools import load_tool
+from vattn_mm.checkpoint import zoo_docs
+from vattn_mm.checkpoint.released import (ReleasedWeights, in_paper_terms, load_model_index,
+                                          model_index_path, record_of_config, released_weights)
 
 #: slow (mim installs a wheel and trains a demo config)
 pytestmark = pytest.mark.slow
@@ -30,17 +29,19 @@ CLS_DEMO = 'configs/demo/pvtv2_b0_cls_demo.py'
 
 
 @pytest.fixture(scope='module')
-def zoo():
-    return load_tool('model_zoo.py')
-
-
-@pytest.fixture(scope='module')
 def records():
     return released_weights(index=ROOT / 'model-index.yml')
 
 
-def test_model_index_agrees_with_configs_and_docs(zoo):
-    assert zoo.all_problems() == []
+def test_model_index_agrees_with_configs_and_docs():
+    assert zoo_docs.all_problems() == []
+
+
+def test_the_command_line_checks_the_index():
+    proc = subprocess.run([sys.executable, 'tools/model_zoo.py', '--check'], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == f'model index OK: {len(released_weights())} records\n'
 
 
 def test_every_backbone_is_a_registered_arch(records):
@@ -51,7 +52,7 @@ def test_every_backbone_is_a_registered_arch(records):
         assert arch in families[family].arch_zoo, f'{r.name}: {family} has no arch {arch!r}'
 
 
-def test_every_fragment_and_family_is_covered(zoo, records):
+def test_every_fragment_and_family_is_covered(records):
     """Each family has ImageNet records with published top-1 and dense records
     with published results; every fragment with a checkpoint loads a record."""
     for family in {r.family for r in records}:
@@ -62,10 +63,10 @@ def test_every_fragment_and_family_is_covered(zoo, records):
     assert with_results >= {'PVTv2', 'P2T', 'QuadTree', 'LITv2', 'FocalNet', 'AgentPVT',
                             'EfficientViT'}
     imagenet = [r for r in records if r.pretraining]
-    for path in zoo.fragments():
-        pretrained = zoo.fragment_info(path)[1]
+    for path in zoo_docs.fragments():
+        pretrained = zoo_docs.fragment_info(path)[1]
         if pretrained is not None:
-            assert zoo.loaded_record(pretrained, imagenet) is not None, path
+            assert zoo_docs.loaded_record(pretrained, imagenet) is not None, path
 
 
 def _index_copy(tmp_path, edit) -> Path:
@@ -84,7 +85,7 @@ def _index_copy(tmp_path, edit) -> Path:
     return tmp_path / 'model-index.yml'
 
 
-def test_checks_catch_bad_records(zoo, tmp_path):
+def test_checks_catch_bad_records(tmp_path):
     def edit(models):
         models['pvtv2_b0_in1k']['Weights'] = 'ftp://example.org/pvt_v2_b0.pth'
         models['pvtv2_b1_in1k']['Metadata']['File'] = 'other.pth'
@@ -97,10 +98,11 @@ def test_checks_catch_bad_records(zoo, tmp_path):
         del models['pvtv2_b2_in1k']      # a fragment's and the mmpretrain config's record
         del models['litv2_m_fpn_ade20k']  # a config's record
     index = _index_copy(tmp_path, edit)
-    collections, _ = zoo.released.load_model_index(index)
-    recs = zoo.released.released_weights(index=index)
-    found = '\n'.join(zoo.record_problems(recs, collections) + zoo.fragment_problems(recs)
-                      + zoo.config_problems(recs) + zoo.docs_problems(recs))
+    collections, _ = load_model_index(index)
+    recs = released_weights(index=index)
+    found = '\n'.join(zoo_docs.record_problems(recs, collections)
+                      + zoo_docs.fragment_problems(recs) + zoo_docs.config_problems(recs)
+                      + zoo_docs.docs_problems(recs))
     for expected in ("pvtv2_b0_in1k: 'ftp://example.org/pvt_v2_b0.pth' is not an http(s) address",
                      "pvtv2_b1_in1k: File 'other.pth' but the address downloads 'pvt_v2_b1.pth'",
                      "pvtv2_b3_in1k: Download 'somehow' is not one of",
@@ -118,14 +120,14 @@ def test_checks_catch_bad_records(zoo, tmp_path):
         assert expected in found, f'{expected!r} not reported:\n{found}'
 
 
-def test_a_local_path_for_a_direct_download_is_reported(zoo, records, tmp_path, monkeypatch):
+def test_a_local_path_for_a_direct_download_is_reported(records, tmp_path, monkeypatch):
     fragment = tmp_path / 'pvtv2_b2.py'
-    text = (zoo.FRAGMENT_DIR / 'pvtv2_b2.py').read_text()
+    text = (zoo_docs.FRAGMENT_DIR / 'pvtv2_b2.py').read_text()
     url = next(r.weights for r in records if r.name == 'pvtv2_b2_in1k')
     fragment.write_text(text.replace(f"'{url}'", "'checkpoints/pvt_v2_b2.pth'"))
-    monkeypatch.setattr(zoo, 'fragments', lambda: [fragment])
-    monkeypatch.setattr(zoo, 'ROOT', tmp_path)
-    problems = zoo.fragment_problems(records)
+    monkeypatch.setattr(zoo_docs, 'fragments', lambda: [fragment])
+    monkeypatch.setattr(zoo_docs, 'ROOT', tmp_path)
+    problems = zoo_docs.fragment_problems(records)
     assert problems == [f'pvtv2_b2.py: pvtv2_b2_in1k is a direct download: point pretrained at '
                         f'{url}']
 

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 DET_DEMO = 'configs/demo/pvtv2_b0_maskrcnn_demo.py'
 SEG_DEMO = 'configs/demo/pvtv2_b0_upernet_demo.py'
+CLS_DEMO = 'configs/demo/pvtv2_b0_cls_demo.py'
 
 
 def data_options(root: Path, config: str) -> list:

@@ -1,13 +1,17 @@
 """The package's architecture: subpackages import only downwards
 (utils -> ops / datasets -> layers -> backbones / heads -> checkpoint / engine /
-deploy -> analysis), so there is no import cycle between them."""
+deploy -> analysis / apis), so there is no import cycle between them; the
+scripts under tools/ are command-line wrappers of the package."""
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / 'vattn_mm'
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / 'vattn_mm'
 #: a subpackage may import only subpackages of a lower rank (and itself)
 RANKS = {'utils': 0, 'ops': 1, 'datasets': 1, 'layers': 2, 'backbones': 3, 'heads': 3,
-         'checkpoint': 4, 'engine': 4, 'deploy': 4, 'analysis': 5}
+         'checkpoint': 4, 'engine': 4, 'deploy': 4, 'analysis': 5, 'apis': 5}
+#: the longest a tool (argument parsing and calls into the package) and a module may be
+TOOL_MAX_LINES, MODULE_MAX_LINES = 200, 500
 
 
 def subpackage(module: str) -> str:
@@ -77,3 +81,15 @@ def test_no_cycle_between_subpackages():
     for node in graph:
         if node not in state:
             visit(node, [])
+
+
+def test_tools_are_thin_wrappers():
+    """Library code lives in the package: every script under tools/ stays a
+    short command line around it, and no module of the package grows past
+    what one reads in a sitting."""
+    def too_long(folder: Path, limit: int) -> list[str]:
+        paths = [p for p in folder.rglob('*.py') if '.mim' not in p.parts]  # an install's links
+        lengths = {path.relative_to(ROOT): len(path.read_text().splitlines()) for path in paths}
+        return sorted(f'{path}: {n} lines' for path, n in lengths.items() if n > limit)
+    assert too_long(ROOT / 'tools', TOOL_MAX_LINES) == []
+    assert too_long(PACKAGE, MODULE_MAX_LINES) == []

@@ -8,8 +8,8 @@ glibc unmapping freed blocks, :func:`vattn_mm.analysis.bench.memory_worker_env`)
     python tools/analysis/bench_workers.py --serve          # a request per stdin line
     python tools/analysis/bench_workers.py --compare CASE_JSON PEER ...   # benchmark.py --against
 
-Tools whose own worker scripts measure memory call :func:`exec_with_mmap_malloc`
-first.
+Tools whose own scripts are workers start them with :func:`worker_reply`, and
+those that measure memory call :func:`exec_with_mmap_malloc` first.
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ from vattn_mm.analysis.bench.worker import (case_from_json, case_to_json, combin
                                             request_line, serve)
 
 SCRIPT = str(Path(__file__).resolve())
+#: what measuring a case raises where it fails or passes its timeout
+CASE_ERRORS = (RuntimeError, subprocess.TimeoutExpired)
 
 
 def exec_with_mmap_malloc() -> None:
@@ -41,22 +43,36 @@ def exec_with_mmap_malloc() -> None:
         os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], memory_worker_env())
 
 
-def _failed(case: Case, code: int, stderr: str) -> RuntimeError:
-    lines = stderr.strip().splitlines()[-15:]
-    return RuntimeError(f'{case.target} {case.shape[0]}x{case.shape[1]} {case.mode} failed '
-                        f'(exit {code}): {lines[-1] if lines else "no output"}\n'
-                        + '\n'.join(lines))
+class WorkerError(RuntimeError):
+    """A worker process that failed: its exit status (``code``) and the end
+    of its standard error (``lines``; ``last_line``, the error itself)."""
+
+    def __init__(self, what: str, code: int, stderr: str):
+        self.code = code
+        self.lines = stderr.strip().splitlines()[-15:]
+        self.last_line = self.lines[-1] if self.lines else 'no output'
+        super().__init__(f'{what} failed (exit {code}): {self.last_line}\n'
+                         + '\n'.join(self.lines))
+
+
+def worker_reply(cmd: Sequence[str], what: str, *, env: Optional[dict] = None,
+                 timeout: Optional[float] = None) -> dict:
+    """Run ``cmd`` to its end; the JSON object its last output line holds.
+    Raises :class:`WorkerError` (naming ``what``) if it fails or prints
+    nothing, ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+    res = subprocess.run(list(cmd), capture_output=True, text=True, env=env, timeout=timeout,
+                         check=False)
+    lines = res.stdout.strip().splitlines()
+    if res.returncode or not lines:
+        raise WorkerError(what, res.returncode, res.stderr)
+    return json.loads(lines[-1])
 
 
 def run_worker(case: Case, parts: Sequence[str], env: dict,
                timeout: Optional[float] = None) -> dict:
     """Measure ``parts`` of ``case`` in a fresh interpreter running this file."""
-    cmd = [sys.executable, SCRIPT, '--worker', case_to_json(case), '--parts', *parts]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout,
-                         check=False)
-    if res.returncode:
-        raise _failed(case, res.returncode, res.stderr)
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return worker_reply([sys.executable, SCRIPT, '--worker', case_to_json(case), '--parts',
+                         *parts], case.label, env=env, timeout=timeout)
 
 
 def run_case(case: Case, timeout: Optional[float] = None,
@@ -85,6 +101,8 @@ class CaseWorkers:
     growing sizes.  A case that fails or passes ``timeout`` ends its process
     (the next case starts a fresh one) and raises as :func:`run_case` does.
     Use as a context manager; :meth:`close` ends the processes."""
+
+    errors = CASE_ERRORS
 
     def __init__(self) -> None:
         self._procs: dict = {}
@@ -137,7 +155,7 @@ class CaseWorkers:
                 line = proc.stdout.readline()
                 if not line:
                     code = proc.wait()
-                    raise _failed(case, code, self._stop(kind))
+                    raise WorkerError(case.label, code, self._stop(kind))
                 reply = reply_of(line)
                 if reply is not None:
                     return reply
@@ -151,11 +169,8 @@ class CaseWorkers:
 
 def run_compare(case: Case, peers: Sequence[str], timeout: Optional[float] = None) -> dict:
     """:func:`vattn_mm.analysis.bench.peers.compare` in a fresh interpreter."""
-    cmd = [sys.executable, SCRIPT, '--compare', case_to_json(case), *peers]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-    if res.returncode:
-        raise _failed(case, res.returncode, res.stderr)
-    return json.loads(res.stdout.strip().splitlines()[-1])
+    return worker_reply([sys.executable, SCRIPT, '--compare', case_to_json(case), *peers],
+                        case.label, timeout=timeout)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> None:

@@ -40,15 +40,15 @@ Details: :mod:`vattn_mm.analysis.bench`; worker processes:
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
 import bench_workers
 
+from vattn_mm.analysis import target_graph_breaks
 from vattn_mm.analysis.bench import (DEFAULT_MODES, DTYPES, MODES, RUNTIMES, Case, benchmark,
-                                     growth_markdown, markdown, merge_rows, parse_shape, plot,
-                                     profile_case, read_csv, write_csv)
+                                     device_problem, merge_rows, parse_shape, profile_case,
+                                     read_csv, write_csv, write_report)
 from vattn_mm.analysis.bench import peers
 
 
@@ -121,27 +121,19 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(str(err))
     if args.warmup < 0 or args.iters < 1:
         parser.error('--warmup must be >= 0 and --iters >= 1')
-    if args.device.startswith('cuda'):
-        import torch
-        if not torch.cuda.is_available():
-            parser.error('--device cuda but no CUDA device is available')
+    problem = device_problem(args.device)
+    if problem:
+        parser.error(problem)
     return args
 
 
 def graph_breaks(args: argparse.Namespace) -> int:
     """Print each target's graph breaks per mode (fwd: eval, else train);
     1 if there is any."""
-    import torch
-
-    from vattn_mm.analysis import build_target, compile_report
     found = 0
     for spec in args.targets:
-        target = build_target(spec, device=args.device)
-        images = torch.randn(1, 3, *args.shapes[0], device=args.device)
-        for mode in dict.fromkeys('fwd' if m == 'fwd' else 'train' for m in args.modes):
-            target.model.train(mode == 'train')
-            with torch.set_grad_enabled(mode == 'train'):
-                report = compile_report(target.forward, images)
+        for mode, report in target_graph_breaks(spec, args.shapes[0], args.modes,
+                                                args.device).items():
             found += len(report.breaks)
             print(f'{spec} {mode}: {report.format()}')
     return 1 if found else 0
@@ -184,22 +176,15 @@ def main(argv=None) -> int:
                          progress=not args.no_progress, on_row=save, device=args.device,
                          dtypes=args.dtype, runtimes=args.runtime, warmup=args.warmup,
                          iters=args.iters, threads=args.threads,
-                         errors=(RuntimeError, subprocess.TimeoutExpired))
+                         errors=bench_workers.CASE_ERRORS)
+    against = ''
     if args.against:
-        compared = peers.against(args.targets, args.shapes, args.modes, args.against,
-                                 bench_workers.run_compare, bench_workers.peak_mib,
-                                 device=args.device, dtype=args.dtype[0], warmup=args.warmup,
-                                 iters=args.iters, threads=args.threads)
-        (out / f'{args.name}_against.md').write_text(peers.markdown(compared) + '\n')
-    table = markdown(rows)
-    if args.against:
-        table += '\n\n' + peers.markdown(compared)
-    growth = growth_markdown(rows)
-    if growth:
-        table += '\n\n' + growth
-    (out / f'{args.name}.md').write_text(table + '\n')
-    plot(rows, out / f'{args.name}.png', args.title)
-    print(table)
+        against = peers.markdown(peers.against(
+            args.targets, args.shapes, args.modes, args.against, bench_workers.run_compare,
+            bench_workers.peak_mib, device=args.device, dtype=args.dtype[0], warmup=args.warmup,
+            iters=args.iters, threads=args.threads))
+        (out / f'{args.name}_against.md').write_text(against + '\n')
+    print(write_report(rows, out, args.name, args.title, against))
     print(f'\nwritten: {out / args.name}.csv, .md, .png')
     return 1 if any(r.error for r in rows) else 0
 

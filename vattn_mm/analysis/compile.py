@@ -89,3 +89,22 @@ def compile_report(model: Callable[..., Any], *inputs: Any,
         breaks.setdefault((brk.reason, brk.at), brk)
     return CompileReport(out.graph_count, tuple(breaks.values()))
 
+
+
+def target_graph_breaks(spec: str, shape: tuple[int, int], modes: Sequence[str],
+                        device: str = 'cpu') -> dict[str, CompileReport]:
+    """The graph breaks of a benchmark target (a config or ``Family:arch``,
+    :func:`vattn_mm.analysis.build_target`) on one input of ``shape``, per
+    mode of ``modes``: ``'fwd'`` in eval mode without autograd, ``'train'``
+    (for every training mode) in train mode."""
+    import torch
+
+    from .targets import build_target
+    target = build_target(spec, device=device)
+    images = torch.randn(1, 3, *shape, device=device)
+    reports = {}
+    for mode in dict.fromkeys('fwd' if m == 'fwd' else 'train' for m in modes):
+        target.model.train(mode == 'train')
+        with torch.set_grad_enabled(mode == 'train'):
+            reports[mode] = compile_report(target.forward, images)
+    return reports

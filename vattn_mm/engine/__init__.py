@@ -11,7 +11,8 @@ from .compile import CompileModulesHook
 from .finite import (FiniteLossHook, NonFiniteLossError, NonFiniteWeightsError,
                      check_finite_weights)
 from .fsdp import token_block_wrap_policy
-from .hooks import ATOMIC_BACKEND, CrashSafeCheckpointHook, ExactCheckpointHook, PlainMessageHubHook
+from .hooks import (ATOMIC_BACKEND, CrashSafeCheckpointHook, ExactCheckpointHook,
+                    PlainMessageHubHook, check_checkpoint_fits)
 from .optim import NormDecayOptimWrapperConstructor
 from .random_state import RandomStateHook, capture_random_state, restore_random_state
 from .runner import SafeFlexibleRunner, SafeRunner
@@ -21,5 +22,6 @@ __all__ = ['ATOMIC_BACKEND', 'CompileModulesHook',
            'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'FiniteLossHook',
            'AlignResize', 'NameImageErrors', 'NonFiniteLossError', 'NonFiniteWeightsError',
            'NormDecayOptimWrapperConstructor', 'PlainMessageHubHook', 'RandomStateHook',
-           'SafeFlexibleRunner', 'SafeRunner', 'capture_random_state', 'check_finite_weights',
+           'SafeFlexibleRunner', 'SafeRunner', 'capture_random_state', 'check_checkpoint_fits',
+           'check_finite_weights',
            'name_image_errors', 'restore_random_state', 'token_block_wrap_policy']

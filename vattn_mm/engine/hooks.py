@@ -95,30 +95,38 @@ class PlainMessageHubHook(Hook):
             checkpoint['message_hub'] = restore_message_hub(checkpoint['message_hub'])
 
 
+def check_checkpoint_fits(model, checkpoint: Mapping, source: Optional[str]) -> None:
+    """Raise :class:`~vattn_mm.backbones.CheckpointMismatchError` unless the
+    whole-model ``checkpoint`` (read from ``source``) fits ``model`` (or the
+    model a wrapper holds) key by key and shape by shape."""
+    sd = checkpoint.get('state_dict', checkpoint)
+    sd = {k.removeprefix('module.'): v for k, v in sd.items()}
+    model = model.module if is_model_wrapper(model) else model
+    report = LoadReport('whole-model')
+    for key, target in model.state_dict().items():
+        if key not in sd:
+            report.missing.append(key)
+        elif tuple(sd[key].shape) != tuple(target.shape):
+            report.mismatched.append(f'{key} (checkpoint {tuple(sd[key].shape)} vs model '
+                                     f'{tuple(target.shape)})')
+    report.unexpected = [k for k in sd if k not in model.state_dict()]
+    if not report.ok:
+        raise CheckpointMismatchError(
+            f'{source!r} does not fit the model of this config '
+            f'({type(model).__name__}): {report.describe_problems()}. Is it a checkpoint '
+            'of this config (same backbone family, variant and heads)?')
+
+
 @HOOKS.register_module()
 class ExactCheckpointHook(Hook):
     """Raise :class:`~vattn_mm.backbones.CheckpointMismatchError` before a
     loaded whole-model checkpoint that does not fit the model key by key and
     shape by shape reaches it (mmengine's ``load_from`` loads with
     ``strict=False``, so a checkpoint of another variant would only log a
-    warning and the test evaluate random weights).  ``tools/test.py`` adds it."""
+    warning and the test evaluate random weights): :func:`check_checkpoint_fits`.
+    ``tools/test.py`` adds it."""
 
     priority = 'VERY_HIGH'
 
     def after_load_checkpoint(self, runner, checkpoint: Mapping) -> None:
-        sd = checkpoint.get('state_dict', checkpoint)
-        sd = {k.removeprefix('module.'): v for k, v in sd.items()}
-        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        report = LoadReport('whole-model')
-        for key, target in model.state_dict().items():
-            if key not in sd:
-                report.missing.append(key)
-            elif tuple(sd[key].shape) != tuple(target.shape):
-                report.mismatched.append(f'{key} (checkpoint {tuple(sd[key].shape)} vs model '
-                                         f'{tuple(target.shape)})')
-        report.unexpected = [k for k in sd if k not in model.state_dict()]
-        if not report.ok:
-            raise CheckpointMismatchError(
-                f'{runner.cfg.get("load_from")!r} does not fit the model of this config '
-                f'({type(model).__name__}): {report.describe_problems()}. Is it a checkpoint '
-                'of this config (same backbone family, variant and heads)?')
+        check_checkpoint_fits(runner.model, checkpoint, runner.cfg.get('load_from'))

@@ -1,4 +1,5 @@
-"""Crash-safe writing of checkpoints and of ``last_checkpoint``.
+"""Crash-safe writing of checkpoints, of ``last_checkpoint`` and of output
+folders.
 
 mmengine writes a checkpoint by opening the target path and writing into it,
 removes the oldest kept checkpoint *before* saving the new one and writes
@@ -10,15 +11,19 @@ flushes and fsyncs it, renames it over the target with :func:`os.replace`
 (atomic on POSIX) and fsyncs the directory.  :class:`AtomicLocalBackend` is
 mmengine's local file backend writing that way; it is registered as the file
 backend ``'atomic_local'`` and used by
-:class:`~vattn_mm.engine.CrashSafeCheckpointHook`.
+:class:`~vattn_mm.engine.CrashSafeCheckpointHook`.  :func:`atomic_dir` fills
+a temporary folder beside an output folder and swaps it in at the end, so
+that a failed run leaves the output folder as it was.
 """
 from __future__ import annotations
 
 import os
 import os.path as osp
+import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Union
+from typing import Iterator, Union
 
 from mmengine.fileio import LocalBackend
 
@@ -69,6 +74,45 @@ def atomic_write(path: Union[str, Path], data: bytes) -> None:
             os.remove(tmp)
         raise
     fsync_dir(directory)
+
+
+def replace_dir(new: Union[str, Path], target: Union[str, Path]) -> None:
+    """Put folder ``new`` where ``target`` is; a ``target`` that exists is
+    removed only once ``new`` is in place (and put back if that fails)."""
+    new, target = Path(new), Path(target)
+    old = None
+    if target.exists():
+        old = Path(tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{target.name}.old-', dir=target.parent))
+        os.replace(target, old)
+    try:
+        os.replace(new, target)
+    except OSError:
+        if old is not None:
+            os.replace(old, target)
+        raise
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+@contextmanager
+def atomic_dir(target: Union[str, Path]) -> Iterator[Path]:
+    """A new, empty folder beside ``target`` to write into, with the mode
+    ``mkdir`` gives; it replaces ``target`` (:func:`replace_dir`) when the
+    ``with`` block ends and is removed if the block raises::
+
+        with atomic_dir(out_dir) as tmp:
+            (tmp / 'index.json').write_text(...)
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f'{TMP_PREFIX}{target.name}.', dir=target.parent))
+    tmp.chmod(0o777 & ~current_umask())  # mkdtemp makes 0700
+    try:
+        yield tmp
+        replace_dir(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 class AtomicLocalBackend(LocalBackend):

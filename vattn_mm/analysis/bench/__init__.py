@@ -1,7 +1,10 @@
 """Latency, throughput, peak memory and fraction of the machine's matmul peak
 of a backbone, a token-mixer stage or a whole config: the library behind
 ``tools/analysis/benchmark.py`` and the other benchmark tools, which start
-the worker processes (``tools/analysis/bench_workers.py``).
+the worker processes (``tools/analysis/bench_workers.py``).  Two focused
+comparisons have their own modules and tools: QuadTree against dense attention
+(:mod:`.quadtree_vs_dense`) and DilateFormer's dilated attention against the
+official ``nn.Unfold`` form (:mod:`.dilated_vs_unfold`).
 
 Every case (target, input size, mode) is measured in fresh processes so that
 peaks do not mix (:mod:`.worker`: which processes, and the protocol of a kept
@@ -37,22 +40,25 @@ Fraction of peak = ``2 * MACs / latency`` over the matmul GFLOP/s, with the
 MACs from :func:`vattn_mm.analysis.spec_complexity`; a training step is taken
 as 3x the forward MACs (backward = 2x forward).
 """
-from .cases import DEFAULT_MODES, DTYPES, MODES, TRAIN_MAC_FACTOR, Case, Measurement, parse_shape
-from .driver import benchmark, check_choices
+from .cases import (DEFAULT_MODES, DTYPES, MODES, TRAIN_MAC_FACTOR, Case, Measurement,
+                    device_problem, parse_shape)
+from .driver import benchmark, check_choices, write_report
 from .measure import measure, profile_case
 from .memory import (MMAP_MALLOC_ENV, PeakMemory, memory_worker_env, mmap_malloc_active,
-                     peaks_of, resident_bytes)
+                     peaks_of, resident_bytes, step_peak_bytes)
 from .plot import plot
-from .report import growth_exponent, growth_markdown, markdown, read_csv, report_values, write_csv
+from .report import (growth_exponent, growth_markdown, markdown, markdown_row, read_csv,
+                     report_values, write_csv)
 from .rows import Row, fill_row, merge_rows, series
 from .runtimes import RUNTIMES, Runtime
 from .timing import Timing, matmul_gflops, time_steps
 
 __all__ = [
-    'DEFAULT_MODES', 'DTYPES', 'MODES', 'TRAIN_MAC_FACTOR', 'Case', 'Measurement', 'parse_shape',
-    'benchmark', 'check_choices', 'measure', 'profile_case',
-    'MMAP_MALLOC_ENV', 'PeakMemory', 'memory_worker_env', 'mmap_malloc_active', 'peaks_of',
-    'resident_bytes', 'plot', 'growth_exponent', 'growth_markdown', 'markdown', 'read_csv',
-    'report_values', 'write_csv', 'Row', 'fill_row', 'merge_rows', 'series', 'RUNTIMES',
-    'Runtime', 'Timing', 'matmul_gflops', 'time_steps',
+    'DEFAULT_MODES', 'DTYPES', 'MODES', 'TRAIN_MAC_FACTOR', 'Case', 'Measurement',
+    'device_problem', 'parse_shape', 'benchmark', 'check_choices', 'write_report', 'measure',
+    'profile_case', 'MMAP_MALLOC_ENV', 'PeakMemory', 'memory_worker_env', 'mmap_malloc_active',
+    'peaks_of', 'resident_bytes', 'step_peak_bytes', 'plot', 'growth_exponent',
+    'growth_markdown', 'markdown', 'markdown_row', 'read_csv', 'report_values', 'write_csv',
+    'Row', 'fill_row', 'merge_rows', 'series', 'RUNTIMES', 'Runtime', 'Timing', 'matmul_gflops',
+    'time_steps',
 ]

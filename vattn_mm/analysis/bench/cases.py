@@ -36,6 +36,11 @@ class Case:
     #: :class:`vattn_mm.analysis.Target`
     builder: str = ''
 
+    @property
+    def label(self) -> str:
+        """``'PVTv2:b0 64x64 fwd'``: the case in messages."""
+        return f'{self.target} {self.shape[0]}x{self.shape[1]} {self.mode}'
+
 
 @dataclass
 class Measurement:
@@ -90,3 +95,16 @@ def torch_dtype(name: str):
     """The torch dtype of a :data:`DTYPES` name."""
     import torch
     return dict(fp32=torch.float32, fp16=torch.float16, bf16=torch.bfloat16)[name]
+
+
+def device_problem(device: str, dtype: str = 'fp32') -> Optional[str]:
+    """Why cases cannot run on ``device`` in ``dtype`` (a CUDA device that is
+    not there, or has no bfloat16), as the tools' error; None if they can."""
+    if not device.startswith('cuda'):
+        return None
+    import torch
+    if not torch.cuda.is_available():
+        return '--device cuda but no CUDA device is available'
+    if dtype == 'bf16' and not torch.cuda.is_bf16_supported():
+        return '--dtype bf16: this CUDA device has no bf16 support'
+    return None

@@ -1,10 +1,14 @@
 """A benchmark run: every target at every input size, dtype, runtime and
-mode, one :class:`.rows.Row` per (target, size, dtype, runtime)."""
+mode, one :class:`.rows.Row` per (target, size, dtype, runtime), and its
+report files."""
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from .cases import DEFAULT_MODES, DTYPES, MODES, Case, Measurement
+from .plot import plot
+from .report import growth_markdown, markdown
 from .rows import Row, fill_row
 from .runtimes import RUNTIMES
 
@@ -61,3 +65,15 @@ def benchmark(targets: Sequence[str], shapes: Sequence[tuple[int, int]],
                         on_row(row)
     bar.close()
     return rows
+
+
+def write_report(rows: Sequence[Row], out: Path, name: str, title: str = '',
+                 extra: str = '') -> str:
+    """The report of ``rows``: the markdown table, ``extra`` (e.g. the
+    comparison with other libraries) and the growth exponents, written to
+    ``<out>/<name>.md``, and the figure ``<out>/<name>.png``; returns the
+    markdown."""
+    text = '\n\n'.join(part for part in (markdown(rows), extra, growth_markdown(rows)) if part)
+    (out / f'{name}.md').write_text(text + '\n')
+    plot(rows, out / f'{name}.png', title)
+    return text

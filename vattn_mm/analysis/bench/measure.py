@@ -116,8 +116,7 @@ def profile_case(case: Case, top: int = 12) -> str:
         with profile(activities=[ProfilerActivity.CPU]) as bwd:
             loss.backward()
         phases += [('forward', fwd), ('backward', bwd)]
-    lines = [f'{case.target} {case.shape[0]}x{case.shape[1]} {case.mode}, '
-             f'{torch.get_num_threads()} threads:']
+    lines = [f'{case.label}, {torch.get_num_threads()} threads:']
     for phase, prof in phases:
         # self times of the operators (profiler-only labels such as the
         # autograd engine's per-node records are wrappers, not work)

@@ -131,6 +131,16 @@ class PeakMemory:
         return _cpu_peak(self.method)
 
 
+def step_peak_bytes(step: Callable[[], None], device: str, module) -> int:
+    """The peak memory (bytes) one ``step()`` adds, the gradients of
+    ``module`` (a ``torch.nn.Module``) freed first, as a training step's own
+    gradients count in its peak."""
+    module.zero_grad(set_to_none=True)
+    with PeakMemory(device) as peak:
+        step()
+    return peak.bytes
+
+
 def peaks_of(step: Callable[[], None], device: str, parts: dict
              ) -> tuple[PeakMemory, dict[str, float]]:
     """The peak memory of ``step()`` and, per name of ``parts`` (name ->

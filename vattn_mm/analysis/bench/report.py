@@ -97,15 +97,19 @@ def report_values(rows: Sequence[Row]) -> list[dict]:
     return out
 
 
+def markdown_row(cells: Iterable[Any]) -> str:
+    """One row of a markdown table."""
+    return '| ' + ' | '.join(map(str, cells)) + ' |'
+
+
 def markdown(rows: Sequence[Row]) -> str:
     """The report as a markdown table (columns without data are left out)."""
     values = report_values(rows)
     cols = [c for c in _MD if any(v[c[0]] is not None for v in values)]
-    lines = ['| ' + ' | '.join(c[1] for c in cols) + ' |',
-             '|' + '---|' * len(cols)]
+    lines = [markdown_row(c[1] for c in cols), '|' + '---|' * len(cols)]
     for v in values:
-        cells = [fmt.format(v[key]) if v[key] is not None else '-' for key, _, fmt in cols]
-        lines.append('| ' + ' | '.join(cells) + ' |')
+        lines.append(markdown_row(fmt.format(v[key]) if v[key] is not None else '-'
+                                  for key, _, fmt in cols))
     errors = [f'- {series(r)} {r.shape}: {r.error.splitlines()[0]}' for r in rows if r.error]
     return '\n'.join(lines + ([''] + errors if errors else []))
 

@@ -2,8 +2,8 @@
 architecture (:mod:`.variants`), its speed sweep (:mod:`.speed`), demo
 accuracy runs (:mod:`.accuracy`) and report (:mod:`.report`), and the probe
 study (:mod:`.probes`, :mod:`.probe_study`, :mod:`.ranking`,
-:mod:`.probe_report`), for ``tools/analysis/zoo.py``, which starts the
-processes."""
+:mod:`.probe_report`); the processes they run in (:mod:`.processes`) and the
+whole study as ``tools/analysis/zoo.py`` runs it (:mod:`.study`)."""
 from .accuracy import (TASKS, Accuracy, data_options, pareto_front, read_accuracy_csv,
                        summarize_accuracy, task_config, train_and_test_here, train_options)
 from .report import (earlier_runs, headlines, plot, report, update_page,

@@ -5,8 +5,8 @@ linear per-pixel head), one training run, the runs' CSV and their tables.
 
 A run trains from scratch on freshly drawn batches of a probe
 (:mod:`.probes`) and scores mIoU on a fixed evaluation set, in the process
-that calls :func:`run_probe` (``tools/analysis/zoo.py`` starts one process
-per design)."""
+that calls :func:`run_probe` (``tools/analysis/zoo_workers.py`` starts one
+process per design, :mod:`.runs`)."""
 from __future__ import annotations
 
 import csv

@@ -17,7 +17,10 @@ BUILDER = 'vattn_mm.analysis.zoo.variants:build_zoo_target'
 
 class Workers(Protocol):
     """What measures a sweep's cases: the tool's kept worker processes
-    (``tools/analysis/bench_workers.py``'s ``CaseWorkers``)."""
+    (``tools/analysis/bench_workers.py``'s ``CaseWorkers``), raising one of
+    ``errors`` for a case that fails or times out."""
+
+    errors: tuple[type[BaseException], ...]
 
     def run_case(self, case: Case, timeout: Optional[float] = None) -> Measurement:
         ...

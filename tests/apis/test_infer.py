@@ -1,14 +1,12 @@
-"""tools/infer.py end to end: demo-trained Mask R-CNN, UperNet and
-ImageClassifier on a real photograph (matplotlib's sample picture) and a demo
-image, whose JSON equals the model's own ``test_step`` on the test set's
-sample; folders, a URL checkpoint, and bad input failing clearly with nothing
-written."""
+"""vattn_mm.apis.infer and its command line tools/infer.py end to end:
+demo-trained Mask R-CNN, UperNet and ImageClassifier on a real photograph
+(matplotlib's sample picture) and a demo image, whose JSON equals the model's
+own ``test_step`` on the test set's sample; folders, a URL checkpoint, and bad
+input failing clearly with nothing written."""
 import contextlib
 import io
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,17 +18,18 @@ from mmengine.config import Config
 from mmengine.registry import MODELS, DefaultScope
 from mmengine.runner import Runner
 
+from vattn_mm.apis import InferError, infer, task_scope
+from vattn_mm.apis.inference import output_names, resolve_device
 from vattn_mm.utils import UntrustedCheckpointError, load_checkpoint_file
 from vattn_mm.utils.atomic_io import current_umask
 
 from ..http_server import FileServer
-from ..engine.test_training import DET_DEMO, ROOT, SEG_DEMO, run_tool
+from ..engine.test_training import CLS_DEMO, DET_DEMO, SEG_DEMO, run_tool
 from ..tools import load_tool
 
 #: slow (the Inferencers on trained demo models)
 pytestmark = pytest.mark.slow
 
-CLS_DEMO = 'configs/demo/pvtv2_b0_cls_demo.py'
 #: where each demo config's test set lies in the demo data
 TEST_ROOTS = {DET_DEMO: 'coco/', SEG_DEMO: 'ade/', CLS_DEMO: 'cls'}
 
@@ -72,8 +71,6 @@ def image_folder(directory: Path, *images: Path) -> Path:
     return directory
 
 
-def run_in_process(*argv) -> Path:
-    return infer_tool.infer(infer_tool.parse_args([str(a) for a in argv]))
 
 
 def read_outputs(out: Path) -> dict:
@@ -145,7 +142,7 @@ def photograph_and_demo_image_run(config: str, checkpoint: str, demo_data: Path,
     folder, that demo image and the model's own prediction for it."""
     demo_image, sample = reference_prediction(config, checkpoint, demo_data)
     folder = image_folder(tmp / 'images', photograph(), demo_image)
-    return run_in_process(config, checkpoint, folder, '--out-dir', tmp / 'out'), demo_image, sample
+    return infer(config, checkpoint, folder, tmp / 'out'), demo_image, sample
 
 
 def outputs_of_both(out: Path, demo_image: Path) -> dict:
@@ -224,8 +221,7 @@ def test_checkpoint_from_a_url_replacing_an_earlier_output(cls_checkpoint, cls_r
         monkeypatch.setenv(name, '127.0.0.1,localhost')
     with FileServer() as server:
         server.files['/demo_cls.pth'] = Path(cls_checkpoint).read_bytes()
-        out = run_in_process(CLS_DEMO, server.url('/demo_cls.pth'), photograph(),
-                             '--out-dir', tmp_path / 'out')
+        out = infer(CLS_DEMO, server.url('/demo_cls.pth'), photograph(), tmp_path / 'out')
     assert not (out / 'vis/stale.png').exists() and not list(tmp_path.glob('.tmp-*'))
     (pred, _), = read_outputs(out).values()
     expected = json.loads((cls_run[0] / 'preds/grace_hopper.json').read_text())
@@ -234,12 +230,12 @@ def test_checkpoint_from_a_url_replacing_an_earlier_output(cls_checkpoint, cls_r
 
 # ---------------------------------------------------------------- bad input
 
-def assert_fails_and_writes_nothing(match: str, out: Path, *argv, error=Exception) -> None:
+def assert_fails_and_writes_nothing(match: str, out: Path, *inputs, error=Exception) -> None:
     """The run raises ``error`` matching ``match``; ``out``'s folder holds
     what it held before (no temporary folder left, ``out`` unchanged)."""
     before = sorted(out.parent.rglob('*'))
     with pytest.raises(error, match=match):
-        run_in_process(*argv, '--out-dir', out)
+        infer(*inputs, out)
     assert sorted(out.parent.rglob('*')) == before
 
 
@@ -262,9 +258,9 @@ def test_unreadable_image_is_named(out, unused, tmp_path):
     (folder / 'broken.jpg').write_bytes(b'not a picture')
     assert_fails_and_writes_nothing(r"1 of 2 image\(s\) cannot be read .*broken\.jpg", out,
                                     DET_DEMO, unused, folder,
-                                    error=infer_tool.InferError)
+                                    error=InferError)
     assert_fails_and_writes_nothing('cannot be read', out, DET_DEMO, unused,
-                                    folder / 'broken.jpg', error=infer_tool.InferError)
+                                    folder / 'broken.jpg', error=InferError)
 
 
 def test_folder_without_images(out, unused, tmp_path):
@@ -274,9 +270,9 @@ def test_folder_without_images(out, unused, tmp_path):
     (folder / 'sub').mkdir()
     shutil.copy(photograph(), folder / 'sub')
     assert_fails_and_writes_nothing('no images in folder', out, DET_DEMO, unused, folder,
-                                    error=infer_tool.InferError)
+                                    error=InferError)
     assert_fails_and_writes_nothing('no such image or folder', out, DET_DEMO, unused,
-                                    tmp_path / 'missing', error=infer_tool.InferError)
+                                    tmp_path / 'missing', error=InferError)
 
 
 @pytest.mark.parametrize('text,message', [
@@ -294,18 +290,18 @@ def test_config_of_another_or_unknown_task(text, message, out, unused, tmp_path)
     config = tmp_path / 'other.py'
     config.write_text(text)
     assert_fails_and_writes_nothing(message, out, config, unused, photograph(),
-                                    error=infer_tool.InferError)
+                                    error=InferError)
 
 
 def test_outputs_are_named_by_stem_or_by_file_name_where_stems_clash():
     images = [Path('a/photo.jpg'), Path('a/photo.png'), Path('a/other.jpg')]
-    assert infer_tool.output_names(images) == ['photo.jpg', 'photo.png', 'other']
+    assert output_names(images) == ['photo.jpg', 'photo.png', 'other']
 
 
 def test_task_from_the_model_type_without_default_scope(tmp_path):
     cfg = Config.fromfile(SEG_DEMO)
     cfg.pop('default_scope')
-    assert infer_tool.task_scope(cfg, 'seg') == 'mmseg'
+    assert task_scope(cfg, 'seg') == 'mmseg'
 
 
 def test_checkpoint_of_another_model_keeps_the_earlier_output(demo_trained, det_run, tmp_path):
@@ -336,7 +332,7 @@ def test_existing_folder_that_is_no_output_is_kept(out, unused):
     out.mkdir()
     (out / 'mine.txt').write_text('keep')
     assert_fails_and_writes_nothing('is not an output of tools/infer.py', out, DET_DEMO,
-                                    unused, photograph(), error=infer_tool.InferError)
+                                    unused, photograph(), error=InferError)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='needs a machine without CUDA')
@@ -344,43 +340,6 @@ def test_missing_device_and_the_command_line_error(out, unused):
     with pytest.raises(SystemExit, match='tools/infer.py: error: --device cuda: no CUDA device'):
         infer_tool.main([DET_DEMO, str(unused), str(photograph()), '--device', 'cuda',
                          '--out-dir', str(out)])
-    with pytest.raises(infer_tool.InferError, match="'gpu0' is not a device"):
-        infer_tool.resolve_device('gpu0')
+    with pytest.raises(InferError, match="'gpu0' is not a device"):
+        resolve_device('gpu0')
     assert not out.exists()
-
-
-#: an interpreter standing in for .venv/bin/python in tools/demo.sh: it logs
-#: its arguments and writes what the next steps read
-FAKE_PYTHON = """#!/usr/bin/env bash
-echo "$*" >> "$CALLS"
-case $1 in
-  tools/make_demo_data.py) mkdir -p data/demo/coco/val
-                           touch data/demo/coco/val/val_0000.jpg data/demo/coco/val/val_0001.jpg ;;
-  tools/train.py) mkdir -p "$4" && echo "$4/iter_9.pth" > "$4/last_checkpoint" ;;
-esac
-"""
-
-
-@pytest.mark.parametrize('configs,infer_config', [
-    (None, DET_DEMO),
-    (f'{SEG_DEMO} configs/demo/p2t_t_maskrcnn_demo.py', 'configs/demo/p2t_t_maskrcnn_demo.py'),
-    (CLS_DEMO, CLS_DEMO)])
-def test_make_demo_ends_with_inference_on_a_picture(configs, infer_config, tmp_path):
-    """tools/demo.sh (what `make demo` runs), in a copy with a stand-in
-    interpreter: its last command runs tools/infer.py with the trained Mask
-    R-CNN demo (else the first config) on one validation picture."""
-    (tmp_path / 'tools').mkdir()
-    shutil.copy(ROOT / 'tools/demo.sh', tmp_path / 'tools')
-    fake = tmp_path / 'python'
-    fake.write_text(FAKE_PYTHON)
-    fake.chmod(0o755)
-    env = dict(os.environ, PYTHON=str(fake), CALLS=str(tmp_path / 'calls'))
-    env.pop('DEMO_CONFIGS', None)
-    if configs:
-        env['DEMO_CONFIGS'] = configs
-    subprocess.run(['bash', str(tmp_path / 'tools/demo.sh')], env=env, check=True,
-                   capture_output=True, timeout=60)
-    work = f'work_dirs/{Path(infer_config).stem}'
-    assert (tmp_path / 'calls').read_text().splitlines()[-1] == (
-        f'tools/infer.py {infer_config} {work}/iter_9.pth data/demo/coco/val/val_0000.jpg '
-        f'--out-dir {work}/infer')
