@@ -48,14 +48,20 @@ def read_checkpoint(path: str) -> dict:
     return dict(obj)
 
 
+def checkpoint_wrapper(obj: Mapping) -> Optional[str]:
+    """The key under which a checkpoint file holds its state dict
+    (``state_dict``, ``model`` or ``module``, the first present), or None
+    for a bare state dict."""
+    return next((w for w in _WRAPPERS if isinstance(obj.get(w), Mapping)), None)
+
+
 def extract_state_dict(obj: Mapping, prefix: Optional[str] = None) -> StateDict:
-    """Unwrap ``state_dict`` / ``model`` / ``module`` containers, strip the
-    DDP ``module.`` prefix and select ``prefix`` (``'backbone.'`` is taken
+    """Unwrap the :func:`checkpoint_wrapper` container, strip the DDP
+    ``module.`` prefix and select ``prefix`` (``'backbone.'`` is taken
     automatically from whole-detector / segmentor / classifier files)."""
-    for wrapper in _WRAPPERS:
-        if isinstance(obj.get(wrapper), Mapping):
-            obj = obj[wrapper]
-            break
+    wrapper = checkpoint_wrapper(obj)
+    if wrapper is not None:
+        obj = obj[wrapper]
     sd = {k[len('module.'):] if k.startswith('module.') else k: v
           for k, v in obj.items()}
     if prefix is None and any(k.startswith('backbone.') for k in sd):
@@ -90,6 +96,25 @@ class LoadReport:
     dropped: list[str] = field(default_factory=list)
     dense_only: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+
+    @classmethod
+    def compare(cls, sd: Mapping[str, torch.Tensor], model_sd: Mapping[str, torch.Tensor],
+                source_format: str, dense_only: Callable[[str], bool] = lambda key: False
+                ) -> 'LoadReport':
+        """The fit of ``sd`` to ``model_sd`` key by key and shape by shape
+        (what a strict load checks); a model key absent from ``sd`` is
+        ``dense_only`` where the predicate says so, else ``missing``."""
+        report = cls(source_format)
+        for key, target in model_sd.items():
+            if key not in sd:
+                (report.dense_only if dense_only(key) else report.missing).append(key)
+            elif tuple(sd[key].shape) != tuple(target.shape):
+                report.mismatched.append(f'{key} (checkpoint {tuple(sd[key].shape)} vs model '
+                                         f'{tuple(target.shape)})')
+            else:
+                report.loaded.append(key)
+        report.unexpected = [k for k in sd if k not in model_sd]
+        return report
 
     @property
     def ok(self) -> bool:
@@ -172,26 +197,17 @@ class FamilyConverter:
     def match(self, sd: StateDict, model_sd: StateDict) -> tuple[StateDict, LoadReport]:
         """Convert ``sd`` (official or ours) for a model and report the fit."""
         as_official = self.official_to_ours(sd)
-        if len(as_official.keys() & model_sd.keys()) > len(sd.keys() & model_sd.keys()):
-            report = LoadReport(f'official {self.family}')
-            report.dropped = [k for k in sd if self._matches(self.classification_only, k)]
+        official = len(as_official.keys() & model_sd.keys()) > len(sd.keys() & model_sd.keys())
+        dropped = [k for k in sd if self._matches(self.classification_only, k)] if official else []
+        notes: list[str] = []
+        if official:
             sd = as_official
-        else:
-            report = LoadReport('vattn-mm')
         if self.adapt is not None:
-            sd = self.adapt(sd, model_sd, report.notes)
-        for key, target in model_sd.items():
-            if key not in sd:
-                bucket = report.dense_only if self._matches(self.dense_only, key) \
-                    else report.missing
-                bucket.append(key)
-            elif sd[key].shape != target.shape:
-                report.mismatched.append(
-                    f'{key} (checkpoint {tuple(sd[key].shape)} vs model '
-                    f'{tuple(target.shape)})')
-            else:
-                report.loaded.append(key)
-        report.unexpected = [k for k in sd if k not in model_sd]
+            sd = self.adapt(sd, model_sd, notes)
+        report = LoadReport.compare(sd, model_sd,
+                                    f'official {self.family}' if official else 'vattn-mm',
+                                    lambda key: self._matches(self.dense_only, key))
+        report.dropped, report.notes = dropped, notes
         return sd, report
 
 

@@ -32,7 +32,7 @@ from torch import nn
 from ..backbones import (CheckpointError, CheckpointMismatchError, LoadReport, build_backbone,
                          extract_state_dict, read_checkpoint, released_families)
 from ..backbones.keymap import KeyMap
-from ..backbones.loading import StateDict
+from ..backbones.loading import StateDict, checkpoint_wrapper
 from ..utils.atomic_io import atomic_write
 from ..utils.download import is_url
 
@@ -191,13 +191,6 @@ def save_text(text: str, path: str, source: Optional[str] = None,
     return osp.abspath(path)
 
 
-def _official_wrapper(obj: Mapping) -> Optional[str]:
-    for wrapper in ('state_dict', 'model'):
-        if isinstance(obj.get(wrapper), Mapping):
-            return wrapper
-    return None
-
-
 def official_state_dict(obj: Mapping, family: str) -> StateDict:
     """The state dict of a released file of ``family``, all of it: for a
     family whose official backbone keys carry a prefix (EfficientViT's
@@ -217,7 +210,7 @@ def convert_official_file(src: str, out: str, family: str, arch: Arch,
     obj = read_checkpoint(src)
     conv = official_to_vattn(official_state_dict(obj, family), family, arch)
     meta = dict(family=family.lower(), arch=arch, converted_from=source_name(src),
-                official_wrapper=_official_wrapper(obj), official_shapes=conv.official_shapes)
+                official_wrapper=checkpoint_wrapper(obj), official_shapes=conv.official_shapes)
     save_checkpoint({'state_dict': conv.state_dict, 'official_only': conv.official_only,
                      'meta': {'vattn_mm': meta}}, out, src, overwrite)
     return conv
@@ -305,22 +298,6 @@ def _backbone_converter(model: nn.Module, config_name: str):
     return cls.family(), cls.checkpoint_converter(), backbone
 
 
-def _fit_problems(sd: Mapping[str, torch.Tensor], model_sd: Mapping[str, torch.Tensor]
-                  ) -> LoadReport:
-    """Key-by-key and shape-by-shape comparison (what a strict load checks)."""
-    report = LoadReport('whole-model')
-    for key, target in model_sd.items():
-        if key not in sd:
-            report.missing.append(key)
-        elif tuple(sd[key].shape) != tuple(target.shape):
-            report.mismatched.append(f'{key} (checkpoint {tuple(sd[key].shape)} vs model '
-                                     f'{tuple(target.shape)})')
-        else:
-            report.loaded.append(key)
-    report.unexpected = [k for k in sd if k not in model_sd]
-    return report
-
-
 def _dataset_meta(meta: Mapping) -> Optional[dict]:
     """mmengine's ``dataset_meta`` from a 2.x / 0.x ``meta`` (``CLASSES``,
     ``PALETTE``) or a 3.x / 1.x one (``dataset_meta``)."""
@@ -364,7 +341,7 @@ def convert_dense_state_dict(obj: Mapping, config: Any, source: str = '<state di
                      f'{", ".join(report.dropped[:8])}{" ..." if len(report.dropped) > 8 else ""}')
     converted = {'backbone.' + k: ours[k] for k in report.loaded}
     converted.update((k, v) for k, v in sd.items() if not k.startswith('backbone.'))
-    fit = _fit_problems(converted, model.state_dict())
+    fit = LoadReport.compare(converted, model.state_dict(), 'whole-model')
     if not fit.ok:
         raise CheckpointMismatchError(
             f'{source!r} does not fit the model of {config_name} ({type(model).__name__}) '

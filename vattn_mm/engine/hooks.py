@@ -102,14 +102,7 @@ def check_checkpoint_fits(model, checkpoint: Mapping, source: Optional[str]) -> 
     sd = checkpoint.get('state_dict', checkpoint)
     sd = {k.removeprefix('module.'): v for k, v in sd.items()}
     model = model.module if is_model_wrapper(model) else model
-    report = LoadReport('whole-model')
-    for key, target in model.state_dict().items():
-        if key not in sd:
-            report.missing.append(key)
-        elif tuple(sd[key].shape) != tuple(target.shape):
-            report.mismatched.append(f'{key} (checkpoint {tuple(sd[key].shape)} vs model '
-                                     f'{tuple(target.shape)})')
-    report.unexpected = [k for k in sd if k not in model.state_dict()]
+    report = LoadReport.compare(sd, model.state_dict(), 'whole-model')
     if not report.ok:
         raise CheckpointMismatchError(
             f'{source!r} does not fit the model of this config '
