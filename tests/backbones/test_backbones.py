@@ -35,6 +35,19 @@ def test_every_released_family_has_golden_cases():
     assert {name for name, _ in GOLDEN_CASES} == set(RELEASED)
 
 
+def test_family_lookup():
+    """By family or class name, any case; ``released``: only the families
+    with official releases, an unknown name naming the known families."""
+    assert backbone_class('agent_pvt') is backbone_class('AgentPVT') is backbone_class('agentpvt')
+    assert backbone_class('TokenPyramid').converter is None
+    with pytest.raises(ValueError, match=r"unknown released backbone family 'TokenPyramid'; "
+                                         r"choose one of \['agent_pvt', "):
+        backbone_class('TokenPyramid', released=True)
+    with pytest.raises(ValueError, match=r"unknown backbone family 'Swin'; choose one of .*"
+                                         r"'tokenpyramid'\]"):
+        backbone_class('Swin')
+
+
 @pytest.mark.parametrize('name,path', GOLDEN_CASES, ids=lambda v: getattr(v, 'stem', v))
 def test_golden(name, path, tmp_path):
     """Loading the official checkpoint gives the official outputs to 1e-4."""
