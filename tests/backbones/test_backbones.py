@@ -12,11 +12,11 @@ from vattn_mm.backbones import backbone_class, released_families
 from ..backbone_cases import CASES, REGISTERED, build_micro
 from ..contract import (check_official_roundtrip_and_detector_checkpoint,
                        check_registry_scopes, check_with_cp_same_gradients)
-from ..golden import (GOLDEN, case_paths, check_released_keys, load_case, official_arch,
+from ..golden import (GOLDEN, case_paths, check_released_keys, load_fixture, official_arch,
                      run_golden_case)
 
-#: fixture ``arch`` entries that are constructor arguments, not arch keys
-NOT_ARCH = ('out_indices', 'cls_focal_windows')
+#: the fixture ``arch`` entry that is a constructor argument, not an arch key
+NOT_ARCH = ('out_indices', )
 RELEASED = sorted(cls.__name__ for cls in released_families().values())
 GOLDEN_CASES = [(name, path) for name in RELEASED
                 for path in case_paths(backbone_class(name).family())]
@@ -64,7 +64,7 @@ def test_released_key_lists(name, arch):
 @pytest.mark.parametrize('name', RELEASED)
 @pytest.mark.parametrize('wrapper', [None, 'model', 'state_dict'])
 def test_release_wrappers_and_ddp_prefix(name, wrapper, tmp_path):
-    rec = load_case(case_paths(backbone_class(name).family())[0])
+    rec = load_fixture(case_paths(backbone_class(name).family())[0])
     sd = {'module.' + k: v for k, v in rec['checkpoint'].items()}
     path = tmp_path / 'ck.pth'
     torch.save(sd if wrapper is None else {wrapper: sd}, path)
