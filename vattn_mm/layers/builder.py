@@ -16,18 +16,20 @@ builder, the test suite and the analysis tools read from :data:`MIXERS`
   and fixed settings.  The suite checks a ``'linear'`` mixer's MACs and
   largest tensor grow 4x per 4x tokens.
 * ``full_attention = True``: the mixer attends every token to every token
-  and holds an ``N x N`` matrix; every other mixer is checked to hold none.
+  and holds an ``N x N`` matrix (global self-attention); every other mixer
+  is checked to hold none.
 * ``inner_width``: the constructor option that sets the channels of the
   queries, keys and values (``'attn_dims'``; ``'modulation_dims'`` for focal
   modulation), the zoo's matching knob; the suite checks a wider one keeps
   the token shapes, adds parameters and trains.
 * ``macs(self, x_shape) -> int``: all of the mixer's multiply-adds on tokens
   of shape ``(B, N, C)``, by the formula of its algorithm, for mixers whose
-  arithmetic a dispatcher-level counter cannot see (elementwise products);
-  what its implementation runs is then not counted
-  (:func:`vattn_mm.analysis.count_complexity`).
+  arithmetic a dispatcher-level counter cannot see (elementwise products,
+  e.g. DilateFormer's local attention); what its implementation runs is then
+  not counted (:func:`vattn_mm.analysis.count_complexity`).
 * ``elementwise_macs(self, x_shape) -> int``: multiply-adds the mixer
-  computes with elementwise products, added to what the counter sees.
+  computes with elementwise products (focal modulation's gates), added to
+  what the counter sees.
 
 Optional hooks of the stage builder:
 
@@ -43,7 +45,8 @@ Optional hooks of the stage builder:
   convs; the stage owns it under ``shared_name`` and passes it to each mixer
   call as an extra argument.
 * ``size_multiple`` (property): what the sides of the map the mixer gets
-  must be divisible by; the backbone pads its input accordingly.
+  must be divisible by (QuadTree attention's pyramid levels); the backbone
+  pads its input accordingly.
 
 A mixer file is imported explicitly by ``vattn_mm/layers/__init__.py`` (one
 line; no discovery of files by name), which registers it.
