@@ -126,12 +126,12 @@ def test_time_budget_skips_instead_of_overrunning(tmp_path):
 def test_full_run_measures_every_fast_path():
     """The full run finds a backbone holding each registered path among the
     ones it builds, so every path gets its on / off rows on the GPU."""
-    holders = gpu_check.fast_path_holders(gpu_check.AUTOCAST_ARCHS)
+    holders = gpu_check.fast_path_holders(gpu_check.full_size_archs())
     assert set(holders) == set(gpu_check.FAST_PATHS)
     assert holders['quadtree_chunks'] == ('QuadTree', 'b2')
     assert holders['focal_recompute'] == ('FocalNet', 'tiny_srf')
     # and times timm's PVTv2-b2 and FocalNet-T beside ours
-    assert [peer for family, arch in gpu_check.TRAINING_ARCHS.items()
+    assert [peer for family, arch in gpu_check.full_size_archs(timed=True).items()
             for peer in gpu_check.peers_of(f'{family}:{arch}', ('timm', ))] == [
         'timm/PVTv2:b2', 'timm/FocalNet:tiny_srf']
 

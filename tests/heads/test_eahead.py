@@ -45,7 +45,7 @@ def segmentor_cfg(backbone: str, channels: list) -> dict:
                                std=[58.395, 57.12, 57.375], bgr_to_rgb=True, pad_val=0,
                                seg_pad_val=255, size=(64, 64)),
         backbone=dict(type=backbone, arch=CASES[backbone].micro, drop_path_rate=0.,
-                      **CASES[backbone].kwargs),
+                      **CASES[backbone].micro_kwargs),
         decode_head=head_cfg(channels[-1]),
         auxiliary_head=dict(type='FCNHead', in_channels=channels[2], in_index=2, channels=8,
                             num_convs=1, concat_input=False, num_classes=NUM_CLASSES,
