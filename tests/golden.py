@@ -1,41 +1,22 @@
 """Helpers for the golden-reference tests (fixtures from the official code,
-copied from shared/golden into tests/data/golden; see its README)."""
+copied from shared/golden into tests/data/golden; see its README; the
+fixture format itself: :mod:`vattn_mm.analysis.golden_fixtures`)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable
 
 import torch
 
-GOLDEN = Path(__file__).parent / 'data' / 'golden'
+from vattn_mm.analysis.golden_fixtures import (  # noqa: F401  (the tests import them from here)
+    load_fixture, official_arch, write_released)
 
-#: descriptive entries of a fixture's ``arch`` that are not constructor keys
-ARCH_EXTRAS = frozenset({'norm_eps', 'num_classes', 'dense_class', 'cls_class',
-                         'meaning', 'dense_path'})
+GOLDEN = Path(__file__).parent / 'data' / 'golden'
 
 
 def case_paths(family: str) -> list[Path]:
     return sorted((GOLDEN / family).glob('*.pt'))
-
-
-def load_case(path: Path) -> dict:
-    return torch.load(path, map_location='cpu', weights_only=True)
-
-
-def official_arch(rec: dict, drop: Iterable[str] = ()) -> dict:
-    """The fixture's official constructor hyper-parameters."""
-    skip = ARCH_EXTRAS | set(drop)
-    return {k: v for k, v in rec['arch'].items() if k not in skip}
-
-
-def write_released(rec: dict, directory: Path) -> str:
-    """Write the fixture's checkpoint the way the official release wraps it."""
-    sd = rec['checkpoint']
-    released = sd if rec['checkpoint_wrapper'] is None else {rec['checkpoint_wrapper']: sd}
-    path = directory / f"{rec['family']}_{rec['case']}.pth"
-    torch.save(released, path)
-    return str(path)
 
 
 def assert_outputs_match(outs, refs, tol: float = 1e-4) -> None:
@@ -63,7 +44,7 @@ def run_golden_case(path: Path, build: Callable[[dict, str], torch.nn.Module],
                     tmp_path: Path, tol: float = 1e-4) -> torch.nn.Module:
     """Build via ``build(rec, released_checkpoint_path)``, ``init_weights()``,
     run the fixture's input and compare with the official outputs."""
-    rec = load_case(path)
+    rec = load_fixture(path)
     model = build(rec, write_released(rec, tmp_path))
     model.init_weights()
     model.eval()

@@ -23,9 +23,12 @@ from mmengine.runner import Runner
 from torch.distributed.elastic.multiprocessing.errors import record
 
 from vattn_mm.checkpoint.released import in_paper_terms, record_of_config
+from vattn_mm.engine.distributed import setup_distributed
 from vattn_mm.utils import is_url, trust_checkpoint
-from vattn_mm.utils.launch import (distributed_teardown, enable_visualization, load_config,
-                                   require_exact_checkpoint, setup_distributed, use_protections)
+from vattn_mm.utils.config_loading import load_config
+from vattn_mm.utils.distributed_exit import distributed_teardown
+from vattn_mm.utils.protections import require_exact_checkpoint, use_protections
+from vattn_mm.utils.visualization import enable_visualization
 
 
 def _json_value(value):

@@ -18,9 +18,11 @@ from mmengine.registry import RUNNERS
 from mmengine.runner import Runner
 from torch.distributed.elastic.multiprocessing.errors import record
 
+from vattn_mm.engine.distributed import setup_distributed
 from vattn_mm.utils import trust_checkpoint
-from vattn_mm.utils.launch import (distributed_teardown, load_config, setup_distributed,
-                                   use_protections)
+from vattn_mm.utils.config_loading import load_config
+from vattn_mm.utils.distributed_exit import distributed_teardown
+from vattn_mm.utils.protections import use_protections
 
 
 def parse_args() -> argparse.Namespace:

@@ -11,7 +11,7 @@ import torch
 
 from vattn_mm.analysis import gpu_check
 
-from ..golden import GOLDEN, load_case
+from ..golden import GOLDEN, load_fixture
 from ..engine.test_training import DET_DEMO
 from ..tools import load_tool
 
@@ -81,7 +81,7 @@ def test_broken_fixture_and_nan_backbone_fail_the_run(tool, tmp_path, monkeypatc
     golden = tmp_path / 'golden'
     (golden / 'pvtv2').mkdir(parents=True)
     shutil.copytree(GOLDEN / 'mixers', golden / 'mixers')
-    rec = load_case(GOLDEN / 'pvtv2' / 'micro_sr.pt')
+    rec = load_fixture(GOLDEN / 'pvtv2' / 'micro_sr.pt')
     rec['outputs'][2] = rec['outputs'][2] + 0.01
     torch.save(rec, golden / 'pvtv2' / 'micro_sr.pt')
     shutil.copy(GOLDEN / 'pvtv2' / 'micro_li.pt', golden / 'pvtv2')
@@ -126,12 +126,12 @@ def test_time_budget_skips_instead_of_overrunning(tmp_path):
 def test_full_run_measures_every_fast_path():
     """The full run finds a backbone holding each registered path among the
     ones it builds, so every path gets its on / off rows on the GPU."""
-    holders = gpu_check.fast_path_holders(gpu_check.AUTOCAST_ARCHS)
+    holders = gpu_check.fast_path_holders(gpu_check.full_size_archs())
     assert set(holders) == set(gpu_check.FAST_PATHS)
     assert holders['quadtree_chunks'] == ('QuadTree', 'b2')
     assert holders['focal_recompute'] == ('FocalNet', 'tiny_srf')
     # and times timm's PVTv2-b2 and FocalNet-T beside ours
-    assert [peer for family, arch in gpu_check.TRAINING_ARCHS.items()
+    assert [peer for family, arch in gpu_check.full_size_archs(timed=True).items()
             for peer in gpu_check.peers_of(f'{family}:{arch}', ('timm', ))] == [
         'timm/PVTv2:b2', 'timm/FocalNet:tiny_srf']
 
@@ -180,7 +180,7 @@ def test_bad_arguments_are_clear_errors(tool, tmp_path):
 def test_golden_input_gradients_where_a_fixture_has_them(tmp_path):
     """No fixture carries ``grad_weights`` yet: one made from our own run
     checks the path, and a wrong ``grad_input`` fails it."""
-    rec = load_case(GOLDEN / 'pvtv2' / 'micro_li.pt')
+    rec = load_fixture(GOLDEN / 'pvtv2' / 'micro_li.pt')
     model = gpu_check.golden_backbone(rec, tmp_path)
     x = rec['input'].clone().requires_grad_()
     weights = [torch.randn_like(o) for o in rec['outputs']]

@@ -1,6 +1,6 @@
 """The attention zoo (docs/zoo.md, vattn_mm.analysis.zoo): its variants, as
-the mixers declare them, are one macro architecture with only the mixer
-changed, matched in cost to the reference; the config files are the same
+its table lists them for every registered mixer, are one macro architecture
+with only the mixer changed, matched in cost to the reference; the config files are the same
 variants; the speed sweep stops at its caps.  The tool:
 tests/analysis/test_zoo_tool.py."""
 import pytest
@@ -9,6 +9,7 @@ from mmengine.config import Config
 from vattn_mm.analysis import zoo as ZOO
 from vattn_mm.analysis.bench import Measurement
 from vattn_mm.analysis.zoo import speed
+from vattn_mm.analysis.zoo.variant_table import ZOO_VARIANTS
 from vattn_mm.analysis.zoo.variants import QUICK_FPN_CHANNELS
 from vattn_mm.layers import MIXERS
 
@@ -22,6 +23,10 @@ TASK_CONFIGS = ZOO.CONFIGS / 'zoo'
 @pytest.mark.parametrize('name', sorted(MIXERS))
 def test_mixer_zoo_variants(name):
     check_zoo_variants(name)
+
+
+def test_table_lists_registered_mixers():
+    assert set(ZOO_VARIANTS) <= set(MIXERS), sorted(set(ZOO_VARIANTS) - set(MIXERS))
 
 
 def test_variants_reference_first():

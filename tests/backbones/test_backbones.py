@@ -7,16 +7,16 @@ from pathlib import Path
 import pytest
 import torch
 
-from vattn_mm.backbones import backbone_class, released_families
+from vattn_mm.backbones import CheckArchs, backbone_class, released_families
 
-from ..backbone_cases import CASES, REGISTERED, build_micro
+from ..backbone_cases import CASES, REGISTERED, build_micro, key_list
 from ..contract import (check_official_roundtrip_and_detector_checkpoint,
                        check_registry_scopes, check_with_cp_same_gradients)
-from ..golden import (GOLDEN, case_paths, check_released_keys, load_case, official_arch,
+from ..golden import (GOLDEN, case_paths, check_released_keys, load_fixture, official_arch,
                      run_golden_case)
 
-#: fixture ``arch`` entries that are constructor arguments, not arch keys
-NOT_ARCH = ('out_indices', 'cls_focal_windows')
+#: the fixture ``arch`` entry that is a constructor argument, not an arch key
+NOT_ARCH = ('out_indices', )
 RELEASED = sorted(cls.__name__ for cls in released_families().values())
 GOLDEN_CASES = [(name, path) for name in RELEASED
                 for path in case_paths(backbone_class(name).family())]
@@ -35,6 +35,31 @@ def test_every_released_family_has_golden_cases():
     assert {name for name, _ in GOLDEN_CASES} == set(RELEASED)
 
 
+@pytest.mark.parametrize('name', REGISTERED)
+def test_declares_its_check_archs(name):
+    """Every registered backbone declares its own (not an inherited) micro
+    arch, which builds, and a named arch for the GPU check."""
+    cls = backbone_class(name)
+    archs = vars(cls).get('check_archs')
+    assert isinstance(archs, CheckArchs), f'{name} declares no check_archs'
+    assert archs.representative in cls.arch_zoo, archs.representative
+    with torch.device('meta'):
+        cls(archs.micro, **archs.micro_kwargs)
+
+
+def test_family_lookup():
+    """By family or class name, any case; ``released``: only the families
+    with official releases, an unknown name naming the known families."""
+    assert backbone_class('agent_pvt') is backbone_class('AgentPVT') is backbone_class('agentpvt')
+    assert backbone_class('TokenPyramid').converter is None
+    with pytest.raises(ValueError, match=r"unknown released backbone family 'TokenPyramid'; "
+                                         r"choose one of \['agent_pvt', "):
+        backbone_class('TokenPyramid', released=True)
+    with pytest.raises(ValueError, match=r"unknown backbone family 'Swin'; choose one of .*"
+                                         r"'tokenpyramid'\]"):
+        backbone_class('Swin')
+
+
 @pytest.mark.parametrize('name,path', GOLDEN_CASES, ids=lambda v: getattr(v, 'stem', v))
 def test_golden(name, path, tmp_path):
     """Loading the official checkpoint gives the official outputs to 1e-4."""
@@ -45,13 +70,13 @@ def test_golden(name, path, tmp_path):
 def test_released_key_lists(name, arch):
     with torch.device('meta'):
         model = backbone_class(name)(arch)
-    check_released_keys(CASES[name].key_list(arch), model, model.converter)
+    check_released_keys(key_list(name, arch), model, model.converter)
 
 
 @pytest.mark.parametrize('name', RELEASED)
 @pytest.mark.parametrize('wrapper', [None, 'model', 'state_dict'])
 def test_release_wrappers_and_ddp_prefix(name, wrapper, tmp_path):
-    rec = load_case(case_paths(backbone_class(name).family())[0])
+    rec = load_fixture(case_paths(backbone_class(name).family())[0])
     sd = {'module.' + k: v for k, v in rec['checkpoint'].items()}
     path = tmp_path / 'ck.pth'
     torch.save(sd if wrapper is None else {wrapper: sd}, path)
@@ -66,20 +91,21 @@ def test_release_wrappers_and_ddp_prefix(name, wrapper, tmp_path):
 @pytest.mark.parametrize('name', REGISTERED)
 @pytest.mark.needs('mmdet', 'mmseg', 'mmpretrain')
 def test_registry_scopes(name):
-    check_registry_scopes(name, CASES[name].micro, CASES[name].size)
+    check_registry_scopes(name, CASES[name].micro, CASES[name].micro_size)
 
 
 @pytest.mark.parametrize('name', REGISTERED)
 def test_official_roundtrip_and_detector_checkpoint(name, tmp_path):
     cls, case = backbone_class(name), CASES[name]
     check_official_roundtrip_and_detector_checkpoint(
-        cls, case.micro, cls.checkpoint_converter(), tmp_path, case.size, **case.kwargs)
+        cls, case.micro, cls.checkpoint_converter(), tmp_path, case.micro_size, **case.micro_kwargs)
 
 
 @pytest.mark.parametrize('name', REGISTERED)
 def test_with_cp_same_gradients(name):
     case = CASES[name]
-    check_with_cp_same_gradients(backbone_class(name), case.micro, case.size, **case.kwargs)
+    check_with_cp_same_gradients(backbone_class(name), case.micro, case.micro_size,
+                                 **case.micro_kwargs)
 
 
 @pytest.mark.parametrize('name', REGISTERED)
@@ -92,7 +118,7 @@ def test_frozen_stages_norm_eval_out_indices(name):
     assert model.stages[2].training
     norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     assert not any(m.training for m in norms)
-    outs = model(torch.randn(2, 3, *CASES[name].size))
+    outs = model(torch.randn(2, 3, *CASES[name].micro_size))
     assert [o.shape[1] for o in outs] == [model.out_channels[1], model.out_channels[3]]
     with pytest.raises(ValueError, match='out_indices'):
         build_micro(name, out_indices=(4, ))
@@ -138,7 +164,7 @@ def test_out_channels_are_the_stage_widths(name):
         stage.blocks[0].register_forward_pre_hook(
             lambda module, args: widths.append(args[0].shape[-1]))
     with torch.no_grad():
-        model(torch.randn(1, 3, *CASES[name].size))
+        model(torch.randn(1, 3, *CASES[name].micro_size))
     assert model.out_channels == widths
 
 

@@ -11,7 +11,7 @@ from torch import nn
 from vattn_mm.backbones import CheckpointMismatchError, DilateFormer
 
 from ..backbone_cases import CASES
-from ..golden import assert_outputs_match, case_paths, load_case, official_arch, write_released
+from ..golden import assert_outputs_match, case_paths, load_fixture, official_arch, write_released
 
 MICRO = CASES['DilateFormer'].micro
 DILATEFORMER_CONVERTER = DilateFormer.converter
@@ -31,7 +31,7 @@ def test_golden_cases_present():
 def test_deit_style_training_checkpoint(tmp_path):
     """A DeiT-style file ({'model', 'model_ema', 'optimizer', ..., 'args':
     argparse.Namespace}) loads with weights_only and uses 'model'."""
-    rec = load_case(case_paths('dilateformer')[1])
+    rec = load_fixture(case_paths('dilateformer')[1])
     sd = rec['checkpoint']
     path = tmp_path / 'checkpoint.pth'
     torch.save({'model': sd, 'model_ema': {k: v + 1 for k, v in sd.items()},
@@ -45,7 +45,7 @@ def test_deit_style_training_checkpoint(tmp_path):
 
 
 def test_dense_out_norms_are_dense_only(tmp_path):
-    rec = load_case(case_paths('dilateformer')[1])
+    rec = load_fixture(case_paths('dilateformer')[1])
     model = build_from_case(rec, write_released(rec, tmp_path),
                             out_norm_cfg=dict(type='LN', eps=1e-6)).eval()
     model.init_weights()       # strict: the norms are reported dense-only, not missing
@@ -58,7 +58,7 @@ def test_dense_out_norms_are_dense_only(tmp_path):
 
 
 def test_wrong_checkpoint_raises_naming_keys(tmp_path):
-    rec = load_case(case_paths('dilateformer')[1])      # micro_t
+    rec = load_fixture(case_paths('dilateformer')[1])      # micro_t
     path = write_released(rec, tmp_path)
     arch = dict(official_arch(rec), dilate_attention=[True, False, False, False])
     model = DilateFormer(arch, init_cfg=dict(type='Pretrained', checkpoint=path))

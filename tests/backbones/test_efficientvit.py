@@ -10,7 +10,7 @@ import vattn_mm.layers.lite_mla as lite_mla
 from vattn_mm.backbones import CheckpointMismatchError, EfficientViT, backbone_class
 
 from ..backbone_cases import CASES
-from ..golden import (GOLDEN, assert_outputs_match, case_paths, load_case, official_arch,
+from ..golden import (GOLDEN, assert_outputs_match, case_paths, load_fixture, official_arch,
                      read_key_list)
 
 FIXTURES = case_paths('efficientvit')
@@ -26,7 +26,7 @@ def pretrained(rec: dict, path) -> EfficientViT:
 
 @pytest.mark.parametrize('path', FIXTURES, ids=lambda p: p.stem)
 def test_stem_is_the_official_stage0(path, tmp_path):
-    rec = load_case(path)
+    rec = load_fixture(path)
     torch.save({'state_dict': rec['checkpoint']}, tmp_path / 'ck.pth')
     model = pretrained(rec, tmp_path / 'ck.pth')
     with torch.no_grad():
@@ -40,7 +40,7 @@ def test_released_forms_load(tmp_path):
     """The raw classification state dict (``backbone.*`` + ``head.*``), the
     released ``{'state_dict': ...}`` file and a backbone-only state dict
     without the prefix give the same weights; a foreign key is named."""
-    rec = load_case(FIXTURES[0])
+    rec = load_fixture(FIXTURES[0])
     sd = rec['checkpoint']
     bare = {k[len('backbone.'):]: v for k, v in sd.items() if k.startswith('backbone.')}
     forms = {'raw': sd, 'wrapped': {'state_dict': sd}, 'bare': {'state_dict': bare}}

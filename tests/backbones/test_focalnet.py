@@ -9,11 +9,11 @@ from mmengine.logging import MMLogger
 from vattn_mm.backbones import CheckpointMismatchError, FocalNet, load_pretrained
 
 from ..backbone_cases import CASES
-from ..golden import case_paths, load_case, official_arch, read_key_list, write_released
+from ..golden import case_paths, load_fixture, official_arch, read_key_list, write_released
 
 FOCALNET_CONVERTER = FocalNet.converter
-#: descriptive fixture entries that are not arch keys of the dense model
-CASE_EXTRAS = ('out_indices', 'cls_focal_windows')
+#: the fixture entry that is a constructor argument, not an arch key
+CASE_EXTRAS = ('out_indices', )
 MICRO = CASES['FocalNet'].micro
 
 
@@ -32,7 +32,7 @@ def test_classification_windows_give_same_features(path, tmp_path):
     a model with the classification focal windows (no conversion) returns the
     golden outputs of the det model with its larger windows, i.e.
     LayerNorm(classification stage features)."""
-    rec = load_case(path)
+    rec = load_fixture(path)
     ckpt = write_released(rec, tmp_path)
     model = build_from_case(rec, ckpt, focal_windows=rec['arch']['cls_focal_windows'])
     model.init_weights()
@@ -44,7 +44,7 @@ def test_classification_windows_give_same_features(path, tmp_path):
 
 
 def test_kernel_zero_padding_and_log_note(tmp_path):
-    rec = load_case(case('micro_srf'))
+    rec = load_fixture(case('micro_srf'))
     ckpt = write_released(rec, tmp_path)
     model = build_from_case(rec, ckpt)
     records = []
@@ -72,7 +72,7 @@ def test_kernel_zero_padding_and_log_note(tmp_path):
 
 def test_larger_checkpoint_kernel_is_a_mismatch(tmp_path):
     """A checkpoint kernel larger than the model's is never cropped."""
-    rec = load_case(case('micro_srf'))
+    rec = load_fixture(case('micro_srf'))
     model = build_from_case(rec, write_released(rec, tmp_path))
     model.init_weights()
     torch.save({'state_dict': model.state_dict()}, tmp_path / 'det9.pth')
@@ -114,7 +114,7 @@ def test_isotropic_models_are_rejected(name, tmp_path):
 
 
 def test_wrong_checkpoint_raises_naming_keys(tmp_path):
-    rec = load_case(case('micro_lrf_layerscale'))
+    rec = load_fixture(case('micro_lrf_layerscale'))
     path = write_released(rec, tmp_path)
     model = build_from_case(rec, path, use_layerscale=False)
     with pytest.raises(CheckpointMismatchError, match=r'unexpected keys.*ls1\.weight'):

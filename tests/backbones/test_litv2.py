@@ -11,7 +11,7 @@ from vattn_mm.backbones import CheckpointMismatchError, LITv2
 from vattn_mm.layers import BiasedDeformConv2d, HiLoAttention
 
 from ..backbone_cases import CASES
-from ..golden import case_paths, check_released_keys, load_case, official_arch, read_key_list
+from ..golden import case_paths, check_released_keys, load_fixture, official_arch, read_key_list
 from ..golden import write_released
 
 MICRO = CASES['LITv2'].micro
@@ -25,7 +25,7 @@ def build_from_case(rec, ckpt, **kwargs):
 
 
 def case(name):
-    return load_case(next(p for p in case_paths('litv2') if p.stem == name))
+    return load_fixture(next(p for p in case_paths('litv2') if p.stem == name))
 
 
 def test_golden_cases_present():

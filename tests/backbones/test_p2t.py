@@ -7,7 +7,7 @@ from vattn_mm.backbones import CheckpointMismatchError, P2T
 from vattn_mm.layers import PyramidPoolingAttention, make_pool_convs, pooled_size
 
 from ..backbone_cases import CASES
-from ..golden import case_paths, check_released_keys, load_case, official_arch, read_key_list
+from ..golden import case_paths, check_released_keys, load_fixture, official_arch, read_key_list
 from ..golden import write_released
 
 MICRO = CASES['P2T'].micro
@@ -15,7 +15,7 @@ CONVERTER = P2T.converter
 
 
 def test_pool_convs_are_stored_once_per_stage(tmp_path):
-    rec = load_case(case_paths('p2t')[0])
+    rec = load_fixture(case_paths('p2t')[0])
     model = P2T(arch=official_arch(rec), init_cfg=dict(
         type='Pretrained', checkpoint=write_released(rec, tmp_path)))
     model.init_weights()
@@ -44,7 +44,7 @@ def test_released_parameter_counts(arch):
 
 
 def test_wrong_checkpoint_raises_naming_keys(tmp_path):
-    rec = load_case(case_paths('p2t')[0])
+    rec = load_fixture(case_paths('p2t')[0])
     path = write_released(rec, tmp_path)
     wrong_ratios = [[12, 16, 20], [6, 8, 10], [3, 4, 5], [1, 2, 3]]  # 3 pool convs / stage
     model = P2T(dict(official_arch(rec), pool_ratios=wrong_ratios),

@@ -5,11 +5,11 @@ import torch
 
 from vattn_mm.backbones import CheckpointMismatchError, PVTv2
 
-from ..golden import case_paths, load_case, official_arch, write_released
+from ..golden import case_paths, load_fixture, official_arch, write_released
 
 
 def test_wrong_checkpoint_raises_naming_keys(tmp_path):
-    rec = load_case(case_paths('pvtv2')[0])     # micro_li: linear SRA
+    rec = load_fixture(case_paths('pvtv2')[0])     # micro_li: linear SRA
     path = write_released(rec, tmp_path)
     arch = dict(official_arch(rec), linear=False)  # conv SR: other keys/shapes
     model = PVTv2(arch=arch, init_cfg=dict(type='Pretrained', checkpoint=path))

@@ -10,7 +10,7 @@ from vattn_mm.backbones import CheckpointMismatchError, QuadTree
 from vattn_mm.backbones.quadtree import CLS_TOPKS
 
 from ..backbone_cases import CASES
-from ..golden import GOLDEN, case_paths, check_released_keys, load_case, official_arch
+from ..golden import GOLDEN, case_paths, check_released_keys, load_fixture, official_arch
 from ..golden import write_released
 
 MICRO = CASES['QuadTree'].micro
@@ -18,12 +18,12 @@ QUADTREE_CONVERTER = QuadTree.converter
 
 
 def case(name):
-    return load_case(GOLDEN / 'quadtree' / f'{name}.pt')
+    return load_fixture(GOLDEN / 'quadtree' / f'{name}.pt')
 
 
 # ------------------------------------------------------------------ golden
 def test_golden_cases_cover_both_types_and_settings():
-    arches = {p.stem: load_case(p)['arch'] for p in case_paths('quadtree')}
+    arches = {p.stem: load_fixture(p)['arch'] for p in case_paths('quadtree')}
     assert set(arches) == {'micro_A_det', 'micro_B_det', 'micro_B_clsfeatures'}
     assert arches['micro_B_clsfeatures']['topks'] == CLS_TOPKS
     assert arches['micro_B_clsfeatures']['value_branch_act'] == 'GELU'

@@ -39,7 +39,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from ..tools import load_tool
-from ..golden import (assert_outputs_match, case_paths, load_case, official_arch,
+from ..golden import (assert_outputs_match, case_paths, load_fixture, official_arch,
                     write_released)
 from mmengine.config import Config
 from mmengine.registry import DefaultScope
@@ -50,8 +50,8 @@ from vattn_mm.checkpoint.export import build_classifier, export_official, write_
 
 ROOT = Path(__file__).resolve().parents[2]
 FAMILIES = sorted(released_families())
-#: fixture entries of ``arch`` that are not backbone hyper-parameters
-NOT_ARCH = ('out_indices', 'cls_focal_windows')
+#: the fixture entry of ``arch`` that is not a backbone hyper-parameter
+NOT_ARCH = ('out_indices', )
 
 
 CONVERT = load_tool('convert_checkpoint.py')
@@ -129,7 +129,7 @@ def test_every_family_has_a_classifier_case():
 
 @pytest.mark.parametrize('family,path', CLASSIFIER_CASES)
 def test_official_export_gives_official_logits(family, path, tmp_path):
-    rec = load_case(path)
+    rec = load_fixture(path)
     src = write_released(rec, tmp_path)
     EXPORT.main([src, '--family', family, '--arch', repr(fixture_arch(rec)),
                  '--out-dir', str(tmp_path / 'out'), '--name', 'cls'])
@@ -150,7 +150,7 @@ def test_official_export_gives_official_logits(family, path, tmp_path):
 
 def test_exported_config_and_inferencer(tmp_path):
     from mmpretrain.apis import ImageClassificationInferencer
-    rec = load_case(case_paths('pvtv2')[0])
+    rec = load_fixture(case_paths('pvtv2')[0])
     src = write_released(rec, tmp_path)
     EXPORT.main([src, '--family', 'pvtv2', '--arch', repr(fixture_arch(rec)),
                  '--out-dir', str(tmp_path)])
@@ -178,7 +178,7 @@ def test_exported_config_and_inferencer(tmp_path):
 
 def test_written_config_loads_to_the_exported_entries(tmp_path):
     """The config file mmengine prints holds exactly the exported model."""
-    rec = load_case(next(p for p in case_paths('litv2') if p.stem == 'micro_a05'))
+    rec = load_fixture(next(p for p in case_paths('litv2') if p.stem == 'micro_a05'))
     export = export_official(write_released(rec, tmp_path), 'litv2', fixture_arch(rec))
     cfg_path, _ = write_export(export, str(tmp_path), 'cls')
     cfg = Config.fromfile(cfg_path)
@@ -193,7 +193,7 @@ def test_written_config_loads_to_the_exported_entries(tmp_path):
 
 
 def test_official_export_wrong_arch_names_keys(tmp_path):
-    rec = load_case(case_paths('litv2')[0])
+    rec = load_fixture(case_paths('litv2')[0])
     src = write_released(rec, tmp_path)
     arch = dict(fixture_arch(rec), depths=[2, 2, 1, 1])
     with pytest.raises(CheckpointMismatchError, match=r'missing keys.*stages\.1\.blocks\.1\.'):
@@ -284,7 +284,7 @@ def assert_same_file(a, b) -> None:
 
 @pytest.mark.parametrize('family,path', ROUND_TRIP_CASES)
 def test_official_round_trip_exact(family, path, tmp_path):
-    rec = load_case(path)
+    rec = load_fixture(path)
     src = write_released(rec, tmp_path)
     arch = fixture_arch(rec)     # FocalNet: the dense focal windows -> padded kernels
     _convert(src, tmp_path / 'ours.pth', '--family', family, '--arch', repr(arch))
@@ -297,7 +297,7 @@ def test_official_round_trip_exact(family, path, tmp_path):
 
 
 def test_converted_file_loads_as_pretrained(tmp_path):
-    rec = load_case(case_paths('p2t')[0])
+    rec = load_fixture(case_paths('p2t')[0])
     src = write_released(rec, tmp_path)
     _convert(src, tmp_path / 'ours.pth', '--family', 'p2t', '--arch', repr(fixture_arch(rec)))
     for path in (src, tmp_path / 'ours.pth'):
@@ -347,7 +347,7 @@ def test_focalnet_trained_kernels_stay_at_model_size(tmp_path):
     """Padded kernels crop back to the released window only while their border
     is zero; trained weights outside it are written at the model's window
     size (what the official dense code loads)."""
-    rec = load_case(next(p for p in case_paths('focalnet') if p.stem == 'micro_srf'))
+    rec = load_fixture(next(p for p in case_paths('focalnet') if p.stem == 'micro_srf'))
     src = write_released(rec, tmp_path)
     _convert(src, tmp_path / 'ours.pth', '--family', 'focalnet', '--arch', repr(fixture_arch(rec)))
     ours = _load(tmp_path / 'ours.pth')
@@ -377,14 +377,14 @@ def test_focalnet_trained_kernels_stay_at_model_size(tmp_path):
     ('pvtv2', 'b2_li', r'missing keys'),
 ])
 def test_wrong_family_or_variant_names_keys(family, arch, pattern, tmp_path):
-    src = write_released(load_case(case_paths('pvtv2')[1]), tmp_path)   # micro_sr
+    src = write_released(load_fixture(case_paths('pvtv2')[1]), tmp_path)   # micro_sr
     with pytest.raises(CheckpointMismatchError, match=pattern):
         _convert(src, tmp_path / 'out.pth', '--family', family, '--arch', arch)
     assert not (tmp_path / 'out.pth').exists()
 
 
 def test_file_safety_and_bad_input(tmp_path):
-    rec = load_case(case_paths('pvtv2')[1])
+    rec = load_fixture(case_paths('pvtv2')[1])
     src = write_released(rec, tmp_path)
     arch = repr(fixture_arch(rec))
     before = Path(src).read_bytes()

@@ -64,7 +64,7 @@ def test_backbone_forward_backward_under_fp16_autocast(name):
     """Finite, and within the GPU check's float16 tolerances of float32
     (vattn_mm/analysis/gpu_check.py; finite only for its FINITE_ONLY families)."""
     model = build_micro(name)
-    metrics = check_autocast(model, torch.randn(2, 3, *CASES[name].size), [torch.float16],
+    metrics = check_autocast(model, torch.randn(2, 3, *CASES[name].micro_size), [torch.float16],
                              finite_only=name in FINITE_ONLY)
     assert set(metrics) == {'float16 out', 'float16 grad'}
 

@@ -38,7 +38,7 @@ def assert_no_breaks(model: nn.Module, x: torch.Tensor) -> None:
 @pytest.mark.parametrize('name', REGISTERED)
 def test_no_graph_breaks_in_any_backbone(name):
     model = build_micro(name)
-    assert_no_breaks(model, torch.randn(1, 3, *CASES[name].size))
+    assert_no_breaks(model, torch.randn(1, 3, *CASES[name].micro_size))
 
 
 @pytest.mark.parametrize('mixer', sorted(MIXERS))

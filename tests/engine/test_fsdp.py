@@ -21,8 +21,8 @@ from .test_reliability import (DIST_ATOL, ITERS, demo64, dist_cmd, finish,  # no
 from .test_training import ROOT
 
 from vattn_mm.engine import SafeFlexibleRunner, SafeRunner, token_block_wrap_policy
+from vattn_mm.engine.distributed import cpu_strategy, is_fsdp, setup_distributed
 from vattn_mm.layers import TokenBlock
-from vattn_mm.utils.launch import cpu_strategy, is_fsdp, setup_distributed
 
 FSDP_FRAGMENT = ROOT / 'configs/_base_/fsdp.py'
 

@@ -18,7 +18,7 @@ from .test_training import ROOT, data_options, without_module_list
 from vattn_mm.datasets import make_demo_dataset
 from vattn_mm.utils import TRUST_ENV, EmptyDatasetError, ImageLoadError, float32_mmcv_ops
 from vattn_mm.utils.atomic_io import TMP_PREFIX
-from vattn_mm.utils.launch import RUNTIME_FRAGMENT, use_protections
+from vattn_mm.utils.protections import RUNTIME_FRAGMENT, use_protections
 from vattn_mm.utils.safe_load import plain_message_hub, restore_message_hub
 
 #: slow (fresh interpreters and mmdet's own train.py)

@@ -210,7 +210,7 @@ import atexit, sys, time
 from pathlib import Path
 import torch
 import torch.distributed as dist
-from vattn_mm.utils.launch import distributed_teardown
+from vattn_mm.utils.distributed_exit import distributed_teardown
 
 def linger(future):
     while True:  # takes the GIL again every 5 ms, like the late release of a collective's tensors

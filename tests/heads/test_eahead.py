@@ -12,7 +12,7 @@ from vattn_mm.heads import EAHead
 from vattn_mm.layers import ExternalAttention, ExternalAttentionUnit
 
 from ..backbone_cases import CASES
-from ..golden import GOLDEN, assert_outputs_match, load_case, official_arch
+from ..golden import GOLDEN, assert_outputs_match, load_fixture, official_arch
 
 NUM_CLASSES = 5
 BN = dict(type='BN', requires_grad=True)
@@ -45,7 +45,7 @@ def segmentor_cfg(backbone: str, channels: list) -> dict:
                                std=[58.395, 57.12, 57.375], bgr_to_rgb=True, pad_val=0,
                                seg_pad_val=255, size=(64, 64)),
         backbone=dict(type=backbone, arch=CASES[backbone].micro, drop_path_rate=0.,
-                      **CASES[backbone].kwargs),
+                      **CASES[backbone].micro_kwargs),
         decode_head=head_cfg(channels[-1]),
         auxiliary_head=dict(type='FCNHead', in_channels=channels[2], in_index=2, channels=8,
                             num_convs=1, concat_input=False, num_classes=NUM_CLASSES,
@@ -67,7 +67,7 @@ def seg_batch(batch_size: int = 2, hw=(64, 64)) -> dict:
 
 # ------------------------------------------------------------ official unit
 def official_case() -> dict:
-    return load_case(GOLDEN / 'mixers' / 'external_attention.pt')
+    return load_fixture(GOLDEN / 'mixers' / 'external_attention.pt')
 
 
 def test_unit_equals_official_external_attention():
@@ -94,7 +94,7 @@ def test_head_unit_loads_official_weights_strictly_and_equals_official():
 
 
 def test_unit_refuses_the_multi_head_module_and_wrong_maps():
-    mh = load_case(GOLDEN / 'mixers' / 'external_attention_mh.pt')
+    mh = load_fixture(GOLDEN / 'mixers' / 'external_attention_mh.pt')
     with pytest.raises(ValueError, match='got the multi_head form'):
         ExternalAttentionUnit.from_official(mh['checkpoint'], c=32)
     with pytest.raises(ValueError, match=r'expected a \(B, 16, H, W\) map, got \(1, 8, 4, 4\)'):

@@ -16,7 +16,8 @@ from torch.utils._pytree import tree_flatten
 
 from vattn_mm.analysis import build_spec, count_complexity, spec_complexity
 from vattn_mm.backbones import TokenPyramid
-from vattn_mm.layers import MIXERS, SCALINGS, ZooVariant, build_mixer
+from vattn_mm.analysis.zoo.variant_table import ZOO_VARIANTS, ZooVariant
+from vattn_mm.layers import MIXERS, SCALINGS, build_mixer
 
 MICRO = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
              depths=[1, 2, 1, 1])
@@ -39,12 +40,9 @@ def zoo_tool():
 
 # ------------------------------------------------------------ declarations
 def check_declarations(name: str) -> None:
-    """``scaling`` is declared, at least one zoo variant, and the MAC
-    formulas are methods of the module."""
+    """``scaling`` is declared and the MAC formulas are methods of the module."""
     cls = MIXERS[name]
     assert getattr(cls, 'scaling', None) in SCALINGS, f'{name}: declare scaling in {SCALINGS}'
-    variants = getattr(cls, 'zoo_variants', {})
-    assert variants and all(isinstance(v, ZooVariant) for v in variants.values()), name
     for hook in ('macs', 'elementwise_macs'):
         assert not hasattr(cls, hook) or callable(getattr(cls, hook)), (name, hook)
 
@@ -200,15 +198,19 @@ def zoo_reference_cost() -> tuple[float, float]:
 
 
 def check_zoo_variants(name: str) -> None:
-    """Each of the mixer's zoo variants changes only the mixer (and a
-    declared position module) of the zoo's macro architecture, builds this
-    mixer in every stage, and, where declared matched, brings the backbone's
-    parameters and GMACs at 224x224 within 5 % of the reference's."""
+    """The mixer has at least one variant in the zoo's table; each changes
+    only the mixer (and a listed position module) of the zoo's macro
+    architecture, builds this mixer in every stage, and, where listed as
+    matched, brings the backbone's parameters and GMACs at 224x224 within
+    5 % of the reference's."""
+    variants = ZOO_VARIANTS.get(name, {})
+    assert variants and all(isinstance(v, ZooVariant) for v in variants.values()), \
+        f'{name}: no zoo variant in ZOO_VARIANTS'
     zoo = zoo_tool()
     common = Config.fromfile(str(zoo.COMMON)).backbone.to_dict()
     common.pop('init_cfg')
     ref = zoo_reference_cost()
-    for variant, entry in MIXERS[name].zoo_variants.items():
+    for variant, entry in variants.items():
         backbone = zoo.backbone_config(variant)
         extra = {'mixer'} | ({'position'} if entry.position is not None else set())
         assert set(backbone) - set(common) == extra, variant

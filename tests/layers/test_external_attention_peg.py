@@ -8,14 +8,14 @@ import torch.nn.functional as F
 from vattn_mm.backbones import TokenPyramid
 from vattn_mm.layers import MIXERS, PEG, ExternalAttention, map_to_tokens, tokens_to_map
 
-from ..golden import GOLDEN, assert_outputs_match, load_case, official_arch
+from ..golden import GOLDEN, assert_outputs_match, load_fixture, official_arch
 
 MICRO = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
              depths=[1, 2, 1, 1])
 
 
 def case(name: str) -> dict:
-    return load_case(GOLDEN / 'mixers' / f'{name}.pt')
+    return load_fixture(GOLDEN / 'mixers' / f'{name}.pt')
 
 
 def as_double(sd: dict) -> dict:

@@ -12,14 +12,14 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from vattn_mm.layers import MIXERS, LiteMLA, build_mixer, map_to_tokens, tokens_to_map
 
-from ..golden import GOLDEN, assert_outputs_match, load_case
+from ..golden import GOLDEN, assert_outputs_match, load_fixture
 
 CASES = {'efficientvit_litemla': True, 'efficientvit_litemla_quadratic': False}
 MATMULS = (torch.ops.aten.bmm.default, torch.ops.aten.mm.default)
 
 
 def official_case(name: str) -> tuple[dict, dict]:
-    rec = load_case(GOLDEN / 'mixers' / f'{name}.pt')
+    rec = load_fixture(GOLDEN / 'mixers' / f'{name}.pt')
     return rec, {k: v for k, v in rec['arch'].items() if k != 'meaning'}
 
 

@@ -3,13 +3,14 @@ registered, it passes every per-mixer check of the suite (the contract the
 registry-parametrized tests run for each mixer: declarations, forward and
 backward at even and odd sizes, batch independence, bf16 and checkpointing,
 inner width, scaling, MACs, zoo variant) without any list or backbone
-edited."""
+edited but its entry in the attention zoo's table."""
 import importlib.util
 import sys
 
 import pytest
 from mmengine.registry import MODELS
 
+from vattn_mm.analysis.zoo.variant_table import ZOO_VARIANTS, ZooVariant
 from vattn_mm.layers import MIXERS
 
 from . import mixer_contract as contract
@@ -22,7 +23,7 @@ from typing import Optional
 import torch
 from torch import nn
 
-from vattn_mm.layers import ZooVariant, register_mixer
+from vattn_mm.layers import register_mixer
 from vattn_mm.layers.patch_embed import map_to_tokens, tokens_to_map
 
 
@@ -33,7 +34,6 @@ class ThrowawayGateMixer(nn.Module):
 
     scaling = 'linear'
     inner_width = 'gate_dims'
-    zoo_variants = {'throwaway_gate': ZooVariant(matched=False)}
 
     def elementwise_macs(self, x_shape) -> int:
         """The gate product, one per token and gate channel."""
@@ -62,15 +62,18 @@ class ThrowawayGateMixer(nn.Module):
 
 @pytest.fixture(scope='module')
 def new_mixer(tmp_path_factory):
-    """The mixer file imported (which registers it), unregistered after."""
+    """The mixer file imported (which registers it) and its zoo variant
+    listed, both undone after."""
     path = tmp_path_factory.mktemp('new_mixer') / 'throwaway_gate.py'
     path.write_text(MIXER_FILE)
     spec = importlib.util.spec_from_file_location('throwaway_gate', path)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
+        ZOO_VARIANTS[NAME] = {'throwaway_gate': ZooVariant(matched=False)}
         yield MIXERS[NAME]
     finally:
+        ZOO_VARIANTS.pop(NAME, None)
         MIXERS.pop(NAME, None)
         MODELS._module_dict.pop(NAME, None)
         sys.modules.pop('throwaway_gate', None)
@@ -101,11 +104,9 @@ def test_new_mixer_is_listed_everywhere(new_mixer):
 def test_bad_declarations_are_clear_errors():
     from torch import nn
 
-    from vattn_mm.layers import ZooVariant, register_mixer
+    from vattn_mm.layers import register_mixer
     with pytest.raises(ValueError, match="scaling='linaer'"):
         register_mixer(type('BadScaling', (nn.Module, ), dict(scaling='linaer')))
-    with pytest.raises(TypeError, match=r"zoo_variants\['x'\] must be a ZooVariant"):
-        register_mixer(type('BadZoo', (nn.Module, ), dict(zoo_variants={'x': {}})))
     with pytest.raises(ValueError, match='one value per stage'):
         ZooVariant.per_stage(attn_dims=(32, 64), expansion=(1, 2, 4))
-    assert 'BadScaling' not in MIXERS and 'BadZoo' not in MIXERS
+    assert 'BadScaling' not in MIXERS

@@ -10,7 +10,7 @@ from vattn_mm.backbones import TokenPyramid
 from vattn_mm.layers import (EfficientMultiHeadAttention, MultiScalePoolingAttention,
                              build_mixer)
 
-from ..golden import GOLDEN, assert_outputs_match, load_case, official_arch
+from ..golden import GOLDEN, assert_outputs_match, load_fixture, official_arch
 
 MICRO = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
              depths=[1, 1, 1, 1])
@@ -150,7 +150,7 @@ REST = GOLDEN / 'mixers' / 'rest_emsa.pt'
 
 
 def test_rest_emsa_equals_the_official_fixture():
-    rec = load_case(REST)
+    rec = load_fixture(REST)
     module = EfficientMultiHeadAttention.from_official(rec['checkpoint'], **official_arch(rec))
     assert module.apply_transform and module.sr_ratio == 4
     hw = rec['forward_kwargs']['H'], rec['forward_kwargs']['W']
@@ -209,7 +209,7 @@ def test_rest_emsa_bad_arguments():
         EfficientMultiHeadAttention(32, 2, sr_ratio=0)
     with pytest.raises(TypeError, match=r"unknown official arguments \['window'\]"):
         EfficientMultiHeadAttention.from_official({}, dim=32, window=7)
-    rec = load_case(REST)
+    rec = load_fixture(REST)
     with pytest.raises(RuntimeError, match='transform_conv'):   # strict loading
         EfficientMultiHeadAttention.from_official(
             rec['checkpoint'], **dict(official_arch(rec), apply_transform=False))
@@ -221,7 +221,7 @@ MVIT = GOLDEN / 'mixers' / 'mvit_pooling_attention.pt'
 
 
 def test_mvit_pooling_attention_equals_the_official_fixture():
-    rec = load_case(MVIT)
+    rec = load_fixture(MVIT)
     arch = official_arch(rec)
     assert arch['has_cls_embed'] and arch['stride_q'] == [2, 2]
     module = MultiScalePoolingAttention.from_official(rec['checkpoint'], **arch).eval()
@@ -243,7 +243,7 @@ def test_mvit_stage_transition_is_the_fixture_module_on_padded_inputs():
     upstream holds one) loaded from the fixture's ``dim_out`` weights with
     the ``qkv`` input columns cut to ``dim``: equal to the fixture-checked
     ``dim_out == dim`` module on the input zero-padded to ``dim_out``."""
-    rec = load_case(MVIT)
+    rec = load_fixture(MVIT)
     arch = official_arch(rec)
     dim = arch['dim'] // 2
     cut = {k: v[:, :dim] if k == 'qkv.weight' else v for k, v in rec['checkpoint'].items()}

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.golden import GOLDEN, load_case, official_arch
+from tests.golden import GOLDEN, load_fixture, official_arch
+from vattn_mm.analysis.golden_fixtures import swin_attention, swin_block
 from vattn_mm.backbones import TokenPyramid
 from vattn_mm.layers import AgentAttention, ShiftedWindowAttention, build_mixer
 
@@ -78,31 +79,15 @@ def swin_reference(m: ShiftedWindowAttention, x, hw):
     return out.reshape(b, n, c) @ m.proj.weight.T + m.proj.bias
 
 
-def swin_from_case(rec):
-    arch = rec['arch']
-    m = ShiftedWindowAttention(arch['dim'], arch['num_heads'], window_size=arch['window_size'],
-                               shift_size=arch['shift_size'], qkv_bias=arch['qkv_bias'])
-    attn = {k[len('attn.'):]: v for k, v in rec['checkpoint'].items() if k.startswith('attn.')}
-    m.load_state_dict(ShiftedWindowAttention.convert_official_state_dict(attn))
-    return m.eval()
-
-
 def test_swin_equals_official_block():
-    rec = load_case(SWIN_CASE)
+    rec = load_fixture(SWIN_CASE)
     sd, arch = rec['checkpoint'], rec['arch']
-    m = swin_from_case(rec)
+    m = swin_attention(rec).eval()
     hw, c = tuple(arch['input_resolution']), arch['dim']
     s, ms = arch['shift_size'], arch['window_size']
-
-    def norm(t, name):
-        return F.layer_norm(t, (c,), sd[f'{name}.weight'], sd[f'{name}.bias'])
-
     x = rec['input']
     with torch.no_grad():
-        branch = m(norm(x, 'norm1'), hw)
-        y = x + branch
-        hidden = F.gelu(F.linear(norm(y, 'norm2'), sd['mlp.fc1.weight'], sd['mlp.fc1.bias']))
-        y = y + F.linear(hidden, sd['mlp.fc2.weight'], sd['mlp.fc2.bias'])
+        y, branch = swin_block(rec, m, x)
     assert_matches(y, rec['outputs'][0], 'block output')
     # the attention branch in the shifted frame, windows row-major = official WindowAttention output
     shifted = torch.roll(branch.view(1, *hw, c), (-s, -s), dims=(1, 2))
@@ -115,7 +100,7 @@ def test_swin_equals_official_block():
 
 
 def test_swin_loads_official_buffers_strictly():
-    rec = load_case(SWIN_CASE)
+    rec = load_fixture(SWIN_CASE)
     attn = {k[len('attn.'):]: v for k, v in rec['checkpoint'].items() if k.startswith('attn.')}
     assert 'relative_position_index' in attn
     m = ShiftedWindowAttention(32, 2, shift_size=3)
@@ -238,7 +223,7 @@ def agent_reference(m: AgentAttention, x, hw):
 
 
 def test_agent_equals_official_module():
-    rec = load_case(AGENT_CASE)
+    rec = load_fixture(AGENT_CASE)
     m = AgentAttention.from_official(rec['checkpoint'], **official_arch(rec)).eval()
     assert set(m.state_dict()) == set(rec['checkpoint'])  # official keys 1:1
     hw = (rec['forward_kwargs']['H'], rec['forward_kwargs']['W'])

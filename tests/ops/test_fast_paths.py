@@ -181,7 +181,7 @@ def test_plain_setting_and_environment_match_the_defaults(name, micro_models, mo
     assert not any(row['on_in_model'] for row in ops.describe(plain))
     assert _switches(from_env) == _switches(plain)
     plain.load_state_dict(default.state_dict())
-    img = torch.randn(1, 3, *CASES[name].size)
+    img = torch.randn(1, 3, *CASES[name].micro_size)
     for a, b in zip(_outputs_and_grads(plain, img), _outputs_and_grads(default, img)):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 

@@ -20,7 +20,7 @@ from mmengine.config import Config
 from vattn_mm.analysis import spec_complexity
 from vattn_mm.checkpoint.export import build_classifier
 
-from ..golden import case_paths, load_case, official_arch, write_released
+from ..golden import case_paths, load_fixture, official_arch, write_released
 
 #: slow (builds and installs a wheel, runs the tools from it)
 pytestmark = pytest.mark.slow
@@ -143,7 +143,7 @@ def test_tools_run_on_the_installed_package(installed):
     assert f'Params: {cx.params / 1e6:.2f} M' in out
     assert f'FLOPs (multiply-adds): {cx.macs / 1e9:.3f} G' in out
 
-    rec = load_case(case_paths('pvtv2')[0])
+    rec = load_fixture(case_paths('pvtv2')[0])
     src = write_released(rec, installed)
     arch = official_arch(rec, drop=('out_indices', ))
     _tool(installed, 'export_to_mmpretrain.py', src, '--family', 'pvtv2', '--arch', repr(arch),

@@ -22,7 +22,7 @@ from vattn_mm.utils import (TRUST_ENV, CheckpointDownloadError, UnreadableCheckp
 from vattn_mm.utils.download import cache_path
 
 from ..backbone_cases import build_micro
-from ..golden import case_paths, load_case, official_arch, write_released
+from ..golden import case_paths, load_fixture, official_arch, write_released
 from ..http_server import FileServer
 from ..tools import load_tool
 
@@ -295,7 +295,7 @@ def test_untrusted_url_checkpoint_needs_trust(server, hub, monkeypatch):
 
 
 def test_converters_take_urls(server, hub, tmp_path):
-    rec = load_case(case_paths('pvtv2')[0])
+    rec = load_fixture(case_paths('pvtv2')[0])
     released = Path(write_released(rec, tmp_path))
     data = released.read_bytes()
     url = serve(server, released.name, data) + f'#sha256={hashlib.sha256(data).hexdigest()}'

@@ -32,7 +32,7 @@ from ..backbones import PyramidBackbone
 from ..backbones.keymap import KeyMap
 from ..backbones.loading import FamilyConverter, load_pretrained
 from ..datasets import demo_image
-from ..utils.launch import replace_sync_bn
+from ..engine.distributed import replace_sync_bn
 from .targets import build_spec, is_backbone_spec, strip_pretrained
 from .zoo import backbone_config
 

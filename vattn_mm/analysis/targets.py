@@ -13,8 +13,8 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from ..backbones import PyramidBackbone, TokenPyramid, build_backbone, registered_backbones
+from ..engine.distributed import replace_sync_bn
 from ..layers import MIXERS
-from ..utils.launch import replace_sync_bn
 from .complexity import Complexity, count_complexity
 
 

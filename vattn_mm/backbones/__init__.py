@@ -2,7 +2,7 @@
 families with official releases, each carrying its family facts (key map,
 release wrapper, ImageNet settings, output channels)."""
 from .agent_pvt import AgentPVT
-from .base import PyramidBackbone
+from .base import CheckArchs, PyramidBackbone
 from .dilateformer import DilateFormer
 from .efficientvit import EfficientViT
 from .focalnet import FocalNet
@@ -18,8 +18,9 @@ from .stage import PyramidStage, StageSpec, build_stage, drop_path_schedule
 from .token_pyramid import TokenPyramid
 
 __all__ = [
-    'PyramidBackbone', 'PyramidStage', 'StageSpec', 'backbone_class', 'build_backbone',
-    'build_stage', 'drop_path_schedule', 'registered_backbones', 'released_families',
+    'CheckArchs', 'PyramidBackbone', 'PyramidStage', 'StageSpec', 'backbone_class',
+    'build_backbone', 'build_stage', 'drop_path_schedule', 'registered_backbones',
+    'released_families',
     'TokenPyramid', 'PVTv2', 'P2T', 'QuadTree', 'FocalNet', 'LITv2', 'DilateFormer', 'AgentPVT',
     'EfficientViT',
     'KeyMap', 'CheckpointError', 'CheckpointMismatchError', 'FamilyConverter', 'LoadReport',

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import torch
 from mmengine.registry import MODELS
 
+from .base import CheckArchs
 from .keymap import KeyMap
 from .loading import FamilyConverter
 from .token_pyramid import TokenPyramid
@@ -69,6 +70,11 @@ class AgentPVT(TokenPyramid):
                                                 'attn_drop_rate'}
     per_stage_keys = ('embed_dims', 'num_heads', 'mlp_ratios', 'agent_num',
                       'downstream_agent_shapes', 'agent_sr_ratios', 'attn_type')
+    check_archs = CheckArchs(
+        micro=dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
+                   depths=[1, 2, 1, 1], agent_num=[4, 9, 16, 16], img_size=64,
+                   downstream_agent_shapes=[[3, 3], [4, 4], [5, 5], [5, 5]]),
+        representative='small', timed=False)
     converter = FamilyConverter(
         family='agent_pvt',
         keymap=KeyMap((

@@ -13,6 +13,7 @@ its output norm, so freezing and key conversion work the same for all.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Optional, Sequence, Union
 
 import torch
@@ -32,13 +33,38 @@ from .loading import FamilyConverter, load_pretrained
 from .stage import PyramidStage, StageSpec, build_stage, dense_output, init_transformer_weights
 
 
+@dataclass(frozen=True)
+class CheckArchs:
+    """The architectures of a backbone that the test suite and the GPU check
+    (:mod:`vattn_mm.analysis.gpu_check`) build.
+
+    Attributes:
+        micro: a tiny arch dict (all stages, every block type) for the
+            suite's fast checks.
+        representative: a named arch of ``arch_zoo`` that the GPU check runs
+            at full size (autocast, fast paths).
+        micro_kwargs: constructor arguments of the micro backbone besides
+            its arch.
+        micro_size: the input size the micro backbone runs at.
+        timed: whether the GPU check times the training step of the
+            ``representative`` arch.
+    """
+
+    micro: dict[str, Any]
+    representative: str
+    micro_kwargs: dict[str, Any] = field(default_factory=dict)
+    micro_size: tuple[int, int] = (64, 64)
+    timed: bool = True
+
+
 class PyramidBackbone(BaseModule):
     """Base class of the registered backbones.
 
-    Subclasses define ``arch_zoo`` and their family facts (below), and build
-    their stages with :meth:`build_stages` from one :class:`StageSpec` each.
-    Forward is the same for all: pad the input to :attr:`size_multiple`, then
-    per stage patch embedding, blocks, output norm; outputs cropped back.
+    Subclasses define ``arch_zoo``, ``check_archs`` and their family facts
+    (below), and build their stages with :meth:`build_stages` from one
+    :class:`StageSpec` each.  Forward is the same for all: pad the input to
+    :attr:`size_multiple`, then per stage patch embedding, blocks, output
+    norm; outputs cropped back.
 
     Args:
         fast_paths: which registered fast paths (:mod:`vattn_mm.ops`) the
@@ -61,6 +87,9 @@ class PyramidBackbone(BaseModule):
     per_stage_keys: ClassVar[tuple[str, ...]] = ()
     #: True when the normalised stage output is also the next stage's input
     norm_feeds_next: ClassVar[bool] = True
+    #: what the test suite and the GPU check build (every registered
+    #: backbone declares its own)
+    check_archs: ClassVar[CheckArchs]
 
     # family facts: how the official releases are stored and what they compute
     #: official <-> vattn-mm keys (``None``: the class has no official release)

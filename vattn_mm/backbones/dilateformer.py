@@ -17,7 +17,7 @@ from torch import nn
 
 from ..layers import ConvStem, DepthwiseConv2d, TokenMapConv2d, map_to_tokens
 from ..layers.patch_embed import Size
-from .base import PyramidBackbone
+from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import FamilyConverter
@@ -110,6 +110,9 @@ class DilateFormer(PyramidBackbone):
     arch_ignored = PyramidBackbone.arch_ignored | {
         'img_size', 'patch_size', 'in_chans', 'drop', 'attn_drop', 'drop_path'}
     per_stage_keys = ('depths', 'num_heads', 'dilate_attention', 'downsamples')
+    check_archs = CheckArchs(
+        micro=dict(embed_dim=12, depths=[1, 2, 1, 1], num_heads=[3, 6, 4, 8], mlp_ratio=2.),
+        micro_size=(64, 96), representative='small')
     #: official keys (JIAOJIAYUASD/dilateformer ``models/dilateformer.py``): the
     #: stem ``patch_embed.proj.*`` is ``stages.0.patch_embed.convs.*``; the
     #: downsampling at the END of official stage ``i`` (conv + BN) is the patch

@@ -11,7 +11,7 @@ from torch import nn
 from ..layers import ConvNormAct, DSConv, MBConv, map_to_tokens
 from ..layers.lite_mla import OFFICIAL_ACTS, OFFICIAL_NORMS
 from ..layers.patch_embed import Size
-from .base import PyramidBackbone
+from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import FamilyConverter
@@ -96,6 +96,9 @@ class EfficientViT(PyramidBackbone):
                          head_width_list=None)
     #: classification-model settings of the official fixtures / constructors
     arch_ignored = PyramidBackbone.arch_ignored | {'n_classes', 'output_keys', 'dropout'}
+    check_archs = CheckArchs(
+        micro=dict(width_list=[8, 16, 24, 32, 48], depth_list=[1, 2, 2, 1, 1], dim=16),
+        representative='b2', timed=False)
     #: official keys (mit-han-lab/efficientvit ``EfficientViTCls``: ``backbone.*``
     #: and the classifier ``head.*``): ``input_stem.op_list.0`` / ``.{k}.main``
     #: -> the stem in ``stages.0.patch_embed.input_stem``; official

@@ -10,7 +10,7 @@ from mmengine.registry import MODELS
 from torch import nn
 
 from ..layers import OverlapPatchEmbed
-from .base import PyramidBackbone
+from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import CheckpointError, FamilyConverter, StateDict
@@ -150,6 +150,10 @@ class FocalNet(PyramidBackbone):
         normalize_modulator=False, patch_size=4, patch_norm=True, conv_stem_padding=3)
     arch_ignored = PyramidBackbone.arch_ignored | {'pretrain_img_size', 'img_size'}
     per_stage_keys = ('focal_levels', 'focal_windows')
+    check_archs = CheckArchs(
+        micro=dict(embed_dim=8, depths=[1, 1, 2, 1], mlp_ratio=2., focal_levels=[2, 2, 2, 2],
+                   focal_windows=[3, 3, 3, 3]),
+        representative='tiny_srf')
     #: official keys (microsoft/FocalNet ``classification/focalnet.py`` releases,
     #: ``detection/mmdet/models/backbones/focalnet.py``): ``layers.{i}.downsample``
     #: (end of official stage i) is ``stages.{i+1}.patch_embed``, ``modulation``

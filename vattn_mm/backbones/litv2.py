@@ -7,7 +7,7 @@ from typing import Any, Mapping, Union
 from mmengine.registry import MODELS
 
 from ..layers import BiasedDeformConv2d, DeformableTokenMerging, OverlapPatchEmbed
-from .base import PyramidBackbone
+from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import FamilyConverter
@@ -60,6 +60,10 @@ class LITv2(PyramidBackbone):
     arch_ignored = PyramidBackbone.arch_ignored | {
         'window_size', 'attn_drop_rate', 'pretrain_img_size'}
     per_stage_keys = ('num_heads', 'local_ws', 'has_msa')
+    check_archs = CheckArchs(
+        micro=dict(embed_dim=8, depths=[1, 1, 2, 1], num_heads=[1, 2, 4, 8], alpha=0.5,
+                   local_ws=[0, 0, 2, 1], mlp_ratio=2.),
+        representative='s')
     #: official keys (ziplab/LITv2 ``classification/models/litv2.py`` releases,
     #: dense ``detection/mmdet/models/backbones/litv2.py``): ``layers.{i}.downsample``
     #: (DTM at the END of stage ``i``) is our ``stages.{i+1}.patch_embed``

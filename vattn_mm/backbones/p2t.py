@@ -8,6 +8,7 @@ from typing import Any, Mapping, Sequence, Union
 from mmengine.registry import MODELS
 
 from ..layers import P2T_POOL_RATIOS
+from .base import CheckArchs
 from .keymap import KeyMap
 from .loading import FamilyConverter, StateDict
 from .token_pyramid import TokenPyramid
@@ -89,6 +90,10 @@ class P2T(TokenPyramid):
     arch_defaults = dict(qkv_bias=True, pool_ratios=P2T_POOL_RATIOS)
     arch_ignored = TokenPyramid.arch_ignored | {'patch_size', 'img_size'}
     per_stage_keys = ('embed_dims', 'num_heads', 'mlp_ratios', 'pool_ratios')
+    check_archs = CheckArchs(
+        micro=dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
+                   depths=[1, 2, 1, 1]),
+        micro_size=(96, 96), representative='small')
     #: official keys (yuhuan-wu/P2T ``p2t.py`` / ``detection/p2t.py``):
     #: ``patch_embed{s+1}``, ``d_convs{s+1}.{p}`` (the stage's pooling convs),
     #: ``block{s+1}.{j}`` with ``attn.q.0`` / ``attn.kv.0`` (a Linear inside a

@@ -6,6 +6,7 @@ from typing import Any, Mapping, Optional, Union
 
 from mmengine.registry import MODELS
 
+from .base import CheckArchs
 from .keymap import KeyMap
 from .loading import FamilyConverter
 from .token_pyramid import TokenPyramid
@@ -60,6 +61,10 @@ class PVTv2(TokenPyramid):
     arch_defaults = dict(linear=False, qkv_bias=True)
     arch_ignored = TokenPyramid.arch_ignored | {'patch_size'}
     per_stage_keys = ('embed_dims', 'num_heads', 'mlp_ratios', 'sr_ratios')
+    check_archs = CheckArchs(
+        micro=dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
+                   depths=[1, 1, 1, 1], sr_ratios=[8, 4, 2, 1]),
+        representative='b2')
     converter = FamilyConverter(
         family='pvtv2',
         keymap=KeyMap(PVT_STAGE_RULES),

@@ -6,6 +6,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 from mmengine.registry import MODELS
 
+from .base import CheckArchs
 from .keymap import KeyMap
 from .loading import FamilyConverter
 from .pvtv2 import PVT_STAGE_RULES
@@ -67,6 +68,10 @@ class QuadTree(TokenPyramid):
                          value_branch_act=DENSE_VALUE_ACT)
     arch_ignored = TokenPyramid.arch_ignored | {'patch_size'}
     per_stage_keys = ('embed_dims', 'num_heads', 'mlp_ratios', 'sr_ratios')
+    check_archs = CheckArchs(
+        micro=dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
+                   depths=[1, 1, 1, 1], sr_ratios=[4, 3, 2, 1]),
+        representative='b2')
     #: official keys (Tangshitao/QuadTreeAttention ``classification/quadtree.py``,
     #: ``detection/quadtree.py``): the PVTv2 tree with the attention's nested
     #: ``py_att`` module flattened

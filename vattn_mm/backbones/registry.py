@@ -22,15 +22,19 @@ def released_families() -> dict[str, type]:
             if cls.converter is not None}
 
 
-def backbone_class(name: str) -> type:
+def backbone_class(name: str, released: bool = False) -> type:
     """The backbone class of a family or class name, case-insensitive
-    (``'pvtv2'``, ``'PVTv2'``, ``'agent_pvt'``, ``'AgentPVT'``)."""
-    classes = registered_backbones()
+    (``'pvtv2'``, ``'PVTv2'``, ``'agent_pvt'``, ``'AgentPVT'``); with
+    ``released``, only among the families with official releases
+    (:func:`released_families`)."""
+    classes = {n: cls for n, cls in registered_backbones().items()
+               if not released or cls.converter is not None}
     names = {cls.family(): cls for cls in classes.values()}
     names.update({n.lower(): cls for n, cls in classes.items()})
     found = names.get(name.lower())
     if found is None:
-        raise ValueError(f'unknown backbone {name!r}; choose one of {sorted(classes)}')
+        raise ValueError(f'unknown {"released " if released else ""}backbone family {name!r}; '
+                         f'choose one of {sorted(cls.family() for cls in classes.values())}')
     return found
 
 

@@ -9,7 +9,7 @@ from mmengine.registry import MODELS
 
 from ..layers import build_layer
 from ..layers.builder import as_stage_list
-from .base import PyramidBackbone
+from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 
 Cfg = Mapping[str, Any]
@@ -65,6 +65,14 @@ class TokenPyramid(PyramidBackbone):
         'b2': dict(_PVT, embed_dims=[64, 128, 320, 512], depths=[3, 4, 6, 3]),
     }
     per_stage_keys = ('embed_dims', 'num_heads', 'mlp_ratios')
+    check_archs = CheckArchs(
+        micro=dict(embed_dims=[8, 16, 24, 32], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
+                   depths=[1, 2, 1, 1]),
+        micro_kwargs=dict(mixer=[dict(type='SpatialReductionAttention'),
+                                 dict(type='HiLoAttention'), dict(type='PyramidPoolingAttention'),
+                                 dict(type='FocalModulation')],
+                          position=dict(type='ConvPosEnc')),
+        representative='b1', timed=False)
 
     def __init__(self, arch: Union[str, Cfg] = 'b1',
                  mixer: Union[Cfg, Sequence[Optional[Cfg]]] = dict(

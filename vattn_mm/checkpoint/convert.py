@@ -29,23 +29,14 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import torch
 from torch import nn
 
-from ..backbones import (CheckpointError, CheckpointMismatchError, LoadReport, build_backbone,
-                         extract_state_dict, read_checkpoint, released_families)
+from ..backbones import (CheckpointError, CheckpointMismatchError, LoadReport, backbone_class,
+                         build_backbone, extract_state_dict, read_checkpoint)
 from ..backbones.keymap import KeyMap
 from ..backbones.loading import StateDict, checkpoint_wrapper
 from ..utils.atomic_io import atomic_write
 from ..utils.download import is_url
 
 Arch = Union[str, Mapping[str, Any]]
-
-
-def get_family(family: str) -> type:
-    """The backbone class of a family with official releases (case-insensitive)."""
-    families = released_families()
-    cls = families.get(family.lower())
-    if cls is None:
-        raise ValueError(f'unknown family {family!r}; choose one of {sorted(families)}')
-    return cls
 
 
 def parse_arch_arg(text: str) -> Arch:
@@ -122,7 +113,7 @@ def official_to_vattn(sd: Mapping[str, torch.Tensor], family: str, arch: Arch,
     """Convert an official state dict for ``family`` / ``arch`` (see
     :func:`match_backbone` for the errors)."""
     ours, report = match_backbone(sd, family, arch, True, **backbone_kwargs)
-    to_official = get_family(family).converter.official_key
+    to_official = backbone_class(family, released=True).converter.official_key
     shapes = {to_official(k): list(sd[to_official(k)].shape) for k in report.loaded
               if to_official(k) in sd and sd[to_official(k)].shape != ours[k].shape}
     return OfficialConversion(
@@ -139,7 +130,7 @@ def vattn_to_official(sd: Mapping[str, torch.Tensor], family: str,
 
     Returns the official state dict and notes on what changed.
     """
-    converter = get_family(family).converter
+    converter = backbone_class(family, released=True).converter
     foreign = [k for k in sd if not k.startswith('stages.')]
     if foreign:
         raise CheckpointError(
@@ -195,7 +186,7 @@ def official_state_dict(obj: Mapping, family: str) -> StateDict:
     """The state dict of a released file of ``family``, all of it: for a
     family whose official backbone keys carry a prefix (EfficientViT's
     ``backbone.``) the classifier keys beside it (``head.*``) are kept too."""
-    keep_all = bool(get_family(family).converter.official_prefix)
+    keep_all = bool(backbone_class(family, released=True).converter.official_prefix)
     return extract_state_dict(obj, prefix='' if keep_all else None)
 
 
@@ -241,7 +232,8 @@ def convert_to_official_file(src: str, out: str, family: Optional[str] = None,
         match_backbone(sd, family, arch, official=False)
     official, notes = vattn_to_official(sd, family, meta.get('official_shapes'),
                                         obj.get('official_only'), drop_dense_only)
-    wrapper = meta.get('official_wrapper', get_family(family).official_wrapper)
+    wrapper = meta.get('official_wrapper',
+                       backbone_class(family, released=True).official_wrapper)
     save_checkpoint(official if wrapper is None else {wrapper: official}, out, src, overwrite)
     return notes
 

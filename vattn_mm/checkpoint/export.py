@@ -33,7 +33,7 @@ from torch import nn
 from ..backbones import (CheckpointError, backbone_class, build_backbone, extract_state_dict,
                          read_checkpoint)
 from ..backbones.loading import StateDict
-from .convert import (Arch, check_output, get_family, match_backbone, official_state_dict,
+from .convert import (Arch, check_output, match_backbone, official_state_dict,
                       official_to_vattn, save_checkpoint, save_text)
 
 CLS_BASES = ('mmpretrain::_base_/datasets/imagenet_bs64_swin_224.py',
@@ -128,7 +128,7 @@ def export_official(src: str, family: str, arch: Arch,
                     num_classes: Optional[int] = None) -> ClassifierExport:
     """An official ImageNet checkpoint -> classifier computing the official
     logits (backbone in the classification settings of ``family``)."""
-    cls = get_family(family)
+    cls = backbone_class(family, released=True)
     sd = official_state_dict(read_checkpoint(src), family)
     arch_updates, kwargs = cls.imagenet_settings(arch, sd)
     if arch_updates:

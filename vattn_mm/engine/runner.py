@@ -15,8 +15,8 @@ from torch.utils.data import DataLoader
 
 from ..utils.amp import float32_mmcv_ops
 from ..utils.data_checks import check_not_empty, empty_dataset_error
-from ..utils.launch import is_fsdp
 from ..utils.safe_load import load_runner_checkpoint
+from .distributed import is_fsdp
 from .finite import FiniteLossHook
 from .hooks import CrashSafeCheckpointHook, PlainMessageHubHook
 from .random_state import RandomStateHook

@@ -3,9 +3,9 @@ FFNs, blocks, and the builders that make them from configs."""
 from .agent_attention import AgentAttention
 from .attention import merge_heads, split_heads
 from .block import LayerScale, TokenBlock, apply_position, residual_add
-from .builder import (MIXERS, POSITIONS, SCALINGS, TOKENISERS, ZooVariant, build_layer,
-                      build_mixer, build_position, build_shared, register_mixer,
-                      register_position, register_tokeniser, registered_class)
+from .builder import (MIXERS, POSITIONS, SCALINGS, TOKENISERS, build_layer, build_mixer,
+                      build_position, build_shared, register_mixer, register_position,
+                      register_tokeniser, registered_class)
 from .conv import DepthwiseConv2d, TokenMapConv2d
 from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
 from .dilated_attention import MultiScaleDilatedAttention
@@ -34,7 +34,7 @@ from .spatial_reduction_attention import SpatialReductionAttention
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',
     'TokenBlock', 'MIXERS', 'build_layer', 'build_mixer', 'build_position', 'build_shared',
-    'register_mixer', 'registered_class', 'SCALINGS', 'ZooVariant',
+    'register_mixer', 'registered_class', 'SCALINGS',
     'DepthwiseConv2d', 'TokenMapConv2d',
     'ConvFFN', 'ConvStem', 'NonOverlapPatchEmbed', 'OverlapPatchEmbed', 'map_to_tokens',
     'tokens_to_map', 'QuadtreeAttention', 'coarse_to_fine_attention',

@@ -11,7 +11,7 @@ from mmcv.cnn import build_norm_layer
 from torch import nn
 
 from .attention import check_heads, init_position_bias_, merge_heads, split_heads
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .export_ops import adaptive_avg_pool2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -72,9 +72,6 @@ class AgentAttention(nn.Module):
     """
 
     scaling = 'linear'
-    zoo_variants = {'agent': ZooVariant.per_stage(
-        sr_ratio=(8, 4, 2, 1), agent_num=(9, 16, 49, 49),
-        agent_shape=((3, 3), (4, 4), (7, 7), (7, 7)))}
 
     @staticmethod
     def stage_defaults(stage: int) -> dict:

@@ -20,7 +20,7 @@ from .. import ops
 from ..ops.dilated_attention import (attend_in_row_bands, dilated_local_attention,
                                      dilated_local_attention_padded)
 from ..utils.tracing import is_exporting
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .patch_embed import Size
 
 
@@ -62,7 +62,6 @@ class MultiScaleDilatedAttention(nn.Module):
 
     scaling = 'linear'
     inner_width = 'attn_dims'
-    zoo_variants = {'dilated': ZooVariant.per_stage(attn_dims=(32, 64, 320, 1024))}
 
     def macs(self, x_shape: Sequence[int]) -> int:
         """``qkv`` (C -> 3A, ``A = attn_dims``) and ``proj`` (A -> C)

@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from .attention import check_heads
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
 #: memory slots of both official modules (EAMLP: ``256 // coef``, seg: 64)
@@ -90,7 +90,6 @@ class ExternalAttention(nn.Module):
     """
 
     scaling = 'linear'
-    zoo_variants = {'external': ZooVariant.per_stage(dict(num_slots=32), expansion=(1, 2, 1, 4))}
 
     def __init__(self, embed_dims: int, num_heads: int = 1,
                  expansion: int = OFFICIAL_EXPANSION, num_slots: int = OFFICIAL_SLOTS,

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .. import ops
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
@@ -46,7 +46,6 @@ class FocalModulation(nn.Module):
 
     scaling = 'linear'
     inner_width = 'modulation_dims'
-    zoo_variants = {'focal': ZooVariant.per_stage(modulation_dims=(32, 64, 400, 768))}
 
     def elementwise_macs(self, x_shape: Sequence[int]) -> int:
         """Per token and modulation channel: one gate product per focal

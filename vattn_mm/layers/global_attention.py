@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import attention_width, merge_heads, split_heads
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
@@ -37,7 +37,6 @@ class GlobalSelfAttention(nn.Module):
     scaling = 'quadratic'
     full_attention = True
     inner_width = 'attn_dims'
-    zoo_variants = {'global': ZooVariant(matched=False)}   # the quadratic baseline, no knob
     #: the position terms this mixer holds, run by the position suite
     position_variants = {'cswin_lepe': dict(lepe=True)}
 

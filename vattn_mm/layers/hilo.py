@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import attention_width, merge_heads, split_heads
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .export_ops import needs_padding, pad_to_multiple
 from .patch_embed import Size
 
@@ -49,7 +49,6 @@ class HiLoAttention(nn.Module):
 
     scaling = 'quadratic'
     inner_width = 'attn_dims'
-    zoo_variants = {'hilo': ZooVariant.per_stage(attn_dims=(32, 64, 480, 896))}
 
     @staticmethod
     def stage_defaults(stage: int) -> dict:

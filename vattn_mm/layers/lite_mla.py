@@ -13,7 +13,7 @@ from torch import nn
 
 from ..utils.compat import autocast_available, autocast_enabled
 from .attention import check_heads, merge_heads
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .mbconv import ConvNormAct
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -103,8 +103,6 @@ class LiteMLA(nn.Module):
     """
 
     scaling = 'linear'
-    zoo_variants = {'litemla': ZooVariant.per_stage(dict(head_dims=16),
-                                                    heads_ratio=(.25, .25, .75, 1.5))}
 
     def __init__(self, embed_dims: int, num_heads: int = 1, head_dims: Optional[int] = None,
                  heads_ratio: float = 1.0, scales: Sequence[int] = (5, ),

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import attention_width, init_position_bias_, merge_heads, split_heads
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
@@ -106,8 +106,6 @@ class MultiScalePoolingAttention(nn.Module):
 
     scaling = 'quadratic'
     inner_width = 'attn_dims'
-    zoo_variants = {'mvit': ZooVariant.per_stage(stride_kv=(8, 4, 2, 1),
-                                                 attn_dims=(32, 64, 320, 896))}
     #: the position terms this mixer holds, run by the position suite
     position_variants = {'mvitv2_decomposed_rel_pos': {}}
 

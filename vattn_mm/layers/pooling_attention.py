@@ -10,7 +10,7 @@ from mmcv.cnn import build_norm_layer
 from torch import nn
 
 from .attention import attention_width, merge_heads, split_heads
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from ..utils.tracing import is_exporting
 from .conv import DepthwiseConv2d
 from .export_ops import adaptive_avg_pool2d
@@ -73,7 +73,6 @@ class PyramidPoolingAttention(nn.Module):
 
     scaling = 'quadratic'
     inner_width = 'attn_dims'
-    zoo_variants = {'p2t': ZooVariant.per_stage(attn_dims=(32, 64, 400, 896))}
 
     shared_name = 'pool_convs'
 

@@ -28,7 +28,7 @@ from ..ops.quadtree import gathered_aggregate, gathered_scores, top_keys
 from ..ops.selection import top_k
 from ..utils.compat import is_compiling
 from .attention import attention_width
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .conv import DepthwiseConv2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
 
@@ -205,8 +205,6 @@ class QuadtreeAttention(nn.Module):
 
     scaling = 'quadratic'
     inner_width = 'attn_dims'
-    zoo_variants = {'quadtree_b': ZooVariant.per_stage(dict(topks=(8, 8, 8, 8)),
-                                                       attn_dims=(32, 64, 320, 640))}
 
     @staticmethod
     def stage_defaults(stage: int) -> dict:

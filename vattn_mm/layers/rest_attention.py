@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import attention_width, merge_heads, split_heads
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from ..utils.tracing import is_exporting
 from .conv import TokenMapConv2d
 from .export_ops import needs_padding
@@ -59,7 +59,6 @@ class EfficientMultiHeadAttention(nn.Module):
 
     scaling = 'quadratic'
     inner_width = 'attn_dims'
-    zoo_variants = {'rest': ZooVariant.per_stage(attn_dims=(32, 64, 480, 896))}
 
     @staticmethod
     def stage_defaults(stage: int) -> dict:

@@ -12,7 +12,7 @@ from torch import nn
 
 from ..utils.tracing import is_exporting
 from .attention import attention_width, init_position_bias_
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .export_ops import needs_padding, pad_to_multiple
 from .patch_embed import Size
 
@@ -114,7 +114,6 @@ class ShiftedWindowAttention(nn.Module):
 
     scaling = 'linear'
     inner_width = 'attn_dims'
-    zoo_variants = {'swin': ZooVariant.per_stage(attn_dims=(32, 64, 320, 1024))}
     #: the position terms this mixer holds, run by the position suite
     position_variants = {'swin_relative_bias': {}, 'swin_v2_cpb': dict(position_bias='cpb')}
 

@@ -9,7 +9,7 @@ from mmcv.cnn import build_norm_layer
 from torch import nn
 
 from .attention import attention_width, merge_heads, split_heads
-from .builder import ZooVariant, register_mixer
+from .builder import register_mixer
 from .conv import TokenMapConv2d
 from .export_ops import AdaptiveAvgPool2d
 from .patch_embed import Size, map_to_tokens, tokens_to_map
@@ -30,10 +30,6 @@ class SpatialReductionAttention(nn.Module):
 
     scaling = 'quadratic'
     inner_width = 'attn_dims'
-    zoo_variants = {
-        'sra': ZooVariant(),   # the zoo's reference
-        'sra_linear': ZooVariant.per_stage(dict(linear=True), attn_dims=(32, 64, 480, 768)),
-        'sra_peg': ZooVariant(position=dict(type='PEG'))}
 
     @staticmethod
     def stage_defaults(stage: int) -> dict:

@@ -9,8 +9,9 @@ function here, which takes the fast path where the switch and the path's
 gate allow and the plain code otherwise.
 
 Everything else lives in the submodules (``vattn_mm.ops.conv``,
-``.recompute``, ``.fused``, ``.ffn``, ``.focal``, ``.gates``, ``.quadtree``,
-``.dilated_attention``, ``.deform_conv``, ``.selection``); this package
+``.activations``, ``.recompute``, ``.fused``, ``.ffn``, ``.focal``,
+``.gates``, ``.quadtree``, ``.dilated_attention``, ``.deform_conv``,
+``.selection``); this package
 names the registry and the run-time entry points the layers call.
 """
 # the operations register their fast paths when imported

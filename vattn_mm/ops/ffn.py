@@ -28,8 +28,9 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from ..utils.tracing import is_capturing
+from .activations import act_grad
 from .conv import channels_last_weight, conv_backward, is_depthwise, token_map_layout
-from .recompute import act_grad, can_recompute, recomputes_act
+from .recompute import can_recompute, recomputes_act
 from .registry import Switch, register_fast_path
 
 register_fast_path('ffn_hidden_groups', 'ConvFFN training over groups of hidden channels: '
@@ -62,7 +63,7 @@ def hidden_groups_apply(ffn: nn.Module, x: torch.Tensor) -> bool:
     modules: its ``ffn_hidden_groups`` switch on for ``x``, plain
     ``nn.Linear`` projections, a stride-1 channels-last depthwise
     :class:`~vattn_mm.layers.DepthwiseConv2d`, activations with a listed
-    gradient (:data:`~vattn_mm.ops.recompute.ACT_GRADS`, or no ``pre_act``),
+    gradient (:data:`~vattn_mm.ops.activations.ACTIVATIONS`, or no ``pre_act``),
     no active dropout, no hooks and eager autograd
     (:func:`~vattn_mm.ops.recompute.recomputes_act`)."""
     conv, parts = ffn.dwconv, (ffn.fc1, ffn.dwconv, ffn.pre_act)

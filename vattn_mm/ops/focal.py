@@ -14,8 +14,9 @@ import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
+from .activations import act_grad
 from .conv import conv_backward, conv_operands
-from .recompute import act_grad, can_recompute
+from .recompute import can_recompute
 from .registry import register_fast_path
 
 register_fast_path('focal_recompute', "focal modulation keeps its levels' convolution "

@@ -9,18 +9,18 @@ equal the two-op path up to float rounding (timings: docs/benchmarks.md,
 
 Taken where the ``fused_act`` switch is on for the input (CPU, float32) and
 those kernels apply unchanged: without autograd (they have no backward),
-outside autocast, an activation oneDNN has (``nn.GELU``, ``nn.Hardswish``,
-``nn.ReLU``), a plain ``nn.Linear`` / ``nn.Conv2d``, no forward hooks on it
-or on the activation (the fused call bypasses both ``forward``s), no Python
-dispatch mode active (FLOP counters, fake tensors), not while
-``torch.compile`` traces (inductor emits these kernels itself; the
-dispatch-mode check would be a graph break), not while tracing for export
-(the ops have no ONNX form) and where this PyTorch build has the ops;
-everything else takes the plain path.
+outside autocast, an activation oneDNN has (:data:`~.activations.ACTIVATIONS`:
+``nn.GELU``, ``nn.Hardswish``, ``nn.ReLU``), a plain ``nn.Linear`` /
+``nn.Conv2d``, no forward hooks on it or on the activation (the fused call
+bypasses both ``forward``s), no Python dispatch mode active (FLOP counters,
+fake tensors), not while ``torch.compile`` traces (inductor emits these
+kernels itself; the dispatch-mode check would be a graph break), not while
+tracing for export (the ops have no ONNX form) and where this PyTorch build
+has the ops; everything else takes the plain path.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable
 
 import torch
 from torch import nn
@@ -28,6 +28,7 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from ..utils.compat import autocast_enabled, is_compiling
 from ..utils.tracing import is_exporting
+from .activations import fused_post_op
 from .gates import global_forward_hooks, has_forward_hooks
 from .registry import Switch, register_fast_path
 
@@ -43,17 +44,6 @@ register_fast_path(
     modes=('inference', ),
     needs=(FUSED_ACT_AVAILABLE, "a PyTorch build with oneDNN's fused pointwise kernels "
                                 '(torch.ops.mkldnn._linear_pointwise)'))
-
-
-def fused_post_op(act: nn.Module) -> Optional[tuple[str, str]]:
-    """oneDNN's ``(attr, algorithm)`` for ``act``, or None if it has none."""
-    if type(act) is nn.GELU:
-        return 'gelu', act.approximate
-    if type(act) is nn.Hardswish:
-        return 'hardswish', ''
-    if type(act) is nn.ReLU:
-        return 'relu', ''
-    return None
 
 
 def can_fuse(x: torch.Tensor, layer: nn.Module, act: nn.Module, switch: Switch) -> bool:

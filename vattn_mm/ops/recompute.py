@@ -12,9 +12,9 @@ backward, one hidden-width tensor less per FFN for one elementwise pass more
 products) up to float summation order.
 
 Taken only where nothing else would notice (:func:`recomputes_act`): an
-activation listed in :data:`ACT_GRADS`, a plain ``nn.Linear``, no dropout
-between them, no hooks on either, autograd recording, outside autocast, no
-Python dispatch mode (FLOP counters, fake tensors) and not while
+activation listed in :data:`~.activations.ACTIVATIONS`, a plain
+``nn.Linear``, no dropout between them, no hooks on either, autograd
+recording, outside autocast, no Python dispatch mode (FLOP counters, fake tensors) and not while
 ``torch.compile`` or an export traces (their own partitioners decide what to
 recompute).  Elsewhere the callers take the plain path.
 
@@ -28,7 +28,7 @@ checkpointing, offloading).
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator, Optional
+from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +36,7 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 
 from ..utils.tracing import eager_autograd
+from .activations import ACTIVATIONS, act_grad
 from .gates import global_forward_hooks, has_hooks
 from .registry import Switch, register_fast_path
 
@@ -48,45 +49,11 @@ register_fast_path('recompute_norm', 'pre-norm outputs are recomputed from the n
                           'a query whether saved-tensor hooks are active (torch._C._autograd.'
                           '_top_saved_tensors_default_hooks, not in torch 2.1)'))
 
-_ATEN = torch.ops.aten
-
-
-def _gelu_grad(act: nn.GELU, grad, h, out=None):
-    if out is None:
-        return _ATEN.gelu_backward(grad, h, approximate=act.approximate)
-    return _ATEN.gelu_backward.grad_input(grad, h, approximate=act.approximate, grad_input=out)
-
-
-def _relu_grad(act: nn.ReLU, grad, h, out=None):
-    if out is None:
-        return _ATEN.threshold_backward(grad, h, 0)
-    return _ATEN.threshold_backward.grad_input(grad, h, 0, grad_input=out)
-
-
-def _hardswish_grad(act: nn.Hardswish, grad, h, out=None):
-    return _ATEN.hardswish_backward(grad, h)   # its out variant copies a new tensor
-
-
-#: activation type -> ``(act, grad of act(h), h, out=None) -> grad of h``,
-#: written to ``out`` (which may be ``grad`` itself) where the kernel has a
-#: true out variant, else a new tensor
-ACT_GRADS: dict[type, Callable[..., torch.Tensor]] = {
-    nn.GELU: _gelu_grad, nn.ReLU: _relu_grad, nn.Hardswish: _hardswish_grad}
-
-
-def act_grad(act: nn.Module, grad: torch.Tensor, h: torch.Tensor,
-             out: Optional[torch.Tensor] = None) -> torch.Tensor:
-    """The gradient of ``h`` from that of ``act(h)`` (an activation of
-    :data:`ACT_GRADS`), in ``out`` (``grad`` itself is allowed) where the
-    kernel can write there."""
-    return ACT_GRADS[type(act)](act, grad, h, out)
-
-
 def can_recompute(x: torch.Tensor, act: nn.Module, *modules: nn.Module) -> bool:
     """Whether a custom autograd function that recomputes ``act`` in its
     backward may replace ``act`` and ``modules`` applied to ``x`` (see the
     module docstring for the conditions)."""
-    return (type(act) in ACT_GRADS and not getattr(act, 'inplace', False)
+    return (type(act) in ACTIVATIONS and not getattr(act, 'inplace', False)
             and eager_autograd(x, *(p for m in modules for p in m.parameters()))
             and not (has_hooks(act) or any(has_hooks(m) for m in modules)
                      or global_forward_hooks()))

@@ -1,7 +1,9 @@
 """Utilities: safe checkpoint loading (also by URL), crash-safe file writing, dataset
-checks, mixed precision for mmcv ops, launcher helpers and the export-path
-switch.  Nothing here
-registers anything or changes mmengine, mmcv or torch on import."""
+checks, mixed precision for mmcv ops, the export-path switch, and what
+``tools/train.py`` / ``tools/test.py`` do to a run's config (:mod:`.config_loading`,
+:mod:`.protections`, :mod:`.visualization`) and at the end of a distributed run
+(:mod:`.distributed_exit`).  Nothing here registers anything or changes
+mmengine, mmcv or torch on import."""
 from .amp import float32_mmcv_ops, float32_unless_native
 from .atomic_io import AtomicLocalBackend, atomic_write
 from .data_checks import EmptyDatasetError, ImageLoadError, build_dataset

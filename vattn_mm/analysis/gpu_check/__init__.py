@@ -20,6 +20,7 @@ import torch
 from torch import nn
 
 from ...backbones import build_backbone, registered_backbones
+from ...checkpoint.released import load_model_index
 from ...layers import MIXERS
 from ...ops import FAST_PATHS
 from ..bench.peers import build_peer_target, peers_of
@@ -34,27 +35,35 @@ from .timing import (FASTER, MEMORY_SAVED, SLOWER_OK, compare_fast_path, fast_pa
                      fast_path_verdict, implied_defaults, time_training_step, training_row)
 
 __all__ = [
-    'AUTOCAST_ARCHS', 'CPU_DEMO_LOSS', 'FAILED', 'FASTER', 'FINITE_ONLY', 'GOLDEN_TOL',
-    'GRAD_REL_TOL', 'LITE_MLA_STRESS', 'MEMORY_SAVED', 'OUTPUT_REL_TOL', 'PASSED', 'SKIPPED', 'SLOWER_OK',
-    'TRAINING_ARCHS', 'TRAINING_SIZES', 'Check', 'Report', 'Section', 'Skip', 'amplify_qkv',
+    'CPU_DEMO_LOSS', 'FAILED', 'FASTER', 'FINITE_ONLY', 'GOLDEN_TOL', 'GRAD_REL_TOL',
+    'LITE_MLA_STRESS', 'MEMORY_SAVED', 'OUTPUT_REL_TOL', 'PASSED', 'SKIPPED', 'SLOWER_OK',
+    'TRAINING_SIZES', 'Check', 'Report', 'Section', 'Skip', 'amplify_qkv',
     'check_autocast', 'check_finite_under_autocast', 'check_golden_backbone', 'check_golden_mixer',
     'compare_fast_path', 'demo_loss_verdict', 'device_name', 'fast_path_holders',
-    'fast_path_verdict', 'golden_backbone', 'implied_defaults', 'max_scaled_error', 'read_losses',
-    'run_checks', 'time_training_step', 'training_row',
+    'fast_path_verdict', 'full_size_archs', 'golden_backbone', 'implied_defaults',
+    'max_scaled_error', 'read_losses', 'run_checks', 'time_training_step', 'training_row',
 ]
 
-#: one arch per registered backbone for the full-size autocast checks
-AUTOCAST_ARCHS = {'PVTv2': 'b2', 'P2T': 'small', 'QuadTree': 'b2', 'LITv2': 's',
-                  'DilateFormer': 'small', 'FocalNet': 'tiny_srf', 'AgentPVT': 'small',
-                  'EfficientViT': 'b2', 'TokenPyramid': 'b1'}
 #: backbones whose autocast errors are reported but only finiteness is required:
 #: randomly initialised EfficientViT's residual stream grows to ~1e6 in stage 4
 #: (measured in float32), so its half-precision errors say little about trained weights
 FINITE_ONLY = {'EfficientViT'}
-#: the backbones whose training step is timed
-TRAINING_ARCHS = {'PVTv2': 'b2', 'P2T': 'small', 'QuadTree': 'b2', 'LITv2': 's',
-                  'DilateFormer': 'small', 'FocalNet': 'tiny_srf'}
 TRAINING_SIZES = ((512, 512), (800, 1344))
+
+
+def full_size_archs(timed: bool = False) -> dict[str, str]:
+    """``{backbone: arch}``: the representative arch each registered backbone
+    declares (``check_archs``), which the full run checks under autocast and
+    with its fast paths on and off (each path in the first backbone holding
+    it); ``timed``: only the backbones whose training step it times.  The
+    released families come first, in the order of the model index, then the
+    others."""
+    released = [collection['Name'] for collection in load_model_index()[0]]
+    backbones = sorted(registered_backbones().items(),
+                       key=lambda item: released.index(item[0]) if item[0] in released
+                       else len(released))
+    return {name: cls.check_archs.representative for name, cls in backbones
+            if cls.check_archs.timed or not timed}
 
 
 def _on(device: torch.device, build: Callable[[], nn.Module]) -> nn.Module:
@@ -62,13 +71,6 @@ def _on(device: torch.device, build: Callable[[], nn.Module]) -> nn.Module:
     if hasattr(model, 'init_weights'):
         model.init_weights()
     return model.to(device)
-
-
-def _every_backbone_has_an_arch() -> dict:
-    missing = sorted(set(registered_backbones()) - set(AUTOCAST_ARCHS))
-    if missing:
-        raise KeyError(f'no AUTOCAST_ARCHS entry for the registered backbones {missing}')
-    return {'backbones': len(AUTOCAST_ARCHS)}
 
 
 def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: float = 420.,
@@ -117,8 +119,7 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
         f'{OUTPUT_REL_TOL[torch.bfloat16]} (bf16); gradient vector relative error <= '
         f'{GRAD_REL_TOL[torch.float16]} / {GRAD_REL_TOL[torch.bfloat16]} (train mode, no drop '
         f'path; {", ".join(sorted(FINITE_ONLY))}: finite only, errors reported).')
-    archs = {'PVTv2': 'b0'} if quick else AUTOCAST_ARCHS
-    report.run(section, 'every backbone has an arch', _every_backbone_has_an_arch)
+    archs = {'PVTv2': 'b0'} if quick else full_size_archs()
     for family, arch in archs.items():
         def autocast_backbone(family=family, arch=arch):
             torch.manual_seed(0)
@@ -153,7 +154,7 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
         'inputs (FocalNet: timm\'s stage maps plus our per-stage output norms); '
         'AMP = float16 autocast with '
         'a GradScaler on CUDA (bfloat16 on the CPU); peak = torch.cuda.max_memory_allocated.')
-    train_archs = {'PVTv2': 'b0'} if quick else TRAINING_ARCHS
+    train_archs = {'PVTv2': 'b0'} if quick else full_size_archs(timed=True)
     sizes = ((64, 64), ) if quick else TRAINING_SIZES
     for family, arch in train_archs.items():
         for hw in sizes:
@@ -167,7 +168,7 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
                            train_step)
 
     # quick: one peer row proves timm builds and trains where the check runs
-    peers = [peer for family, arch in TRAINING_ARCHS.items()
+    peers = [peer for family, arch in full_size_archs(timed=True).items()
              for peer in peers_of(f'{family}:{arch}', ('timm', ))]
     for peer in peers[:1] if quick else peers:
         for hw in sizes:
@@ -193,7 +194,7 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
         f'the time, or {MEMORY_SAVED:.0%} less peak memory (torch.cuda.max_memory_allocated) at '
         f'most {SLOWER_OK:g}x the time; `off` otherwise: a path is on by default on CUDA only where '
         f'every one of its rows says `on`.')
-    holders = fast_path_holders({'PVTv2': 'b0'} if quick else AUTOCAST_ARCHS)
+    holders = fast_path_holders(archs)
     for name in sorted(FAST_PATHS) if not quick else sorted(holders):
         path = FAST_PATHS[name]
         for mode in path.modes:
@@ -203,7 +204,7 @@ def run_checks(out: Path, device: str = 'cuda', quick: bool = False, budget_s: f
                         if dev.type not in path.devices:
                             raise Skip(f'{name} runs on {list(path.devices)} only')
                         if name not in holders:
-                            raise Skip(f'no backbone of {sorted(AUTOCAST_ARCHS)} holds {name}')
+                            raise Skip(f'no backbone of {sorted(archs)} holds {name}')
                         torch.manual_seed(0)
                         family, arch = holders[name]
                         model = _on(dev, lambda: build_backbone(family, arch, drop_path_rate=0.))

@@ -14,14 +14,13 @@ from torch import nn
 
 from ...backbones import backbone_class
 from ...layers import (PEG, AgentAttention, EfficientMultiHeadAttention, ExternalAttention,
-                       ExternalAttentionUnit, LiteMLA, MultiScalePoolingAttention,
-                       ShiftedWindowAttention, map_to_tokens, tokens_to_map)
+                       ExternalAttentionUnit, LiteMLA, MultiScalePoolingAttention, map_to_tokens,
+                       tokens_to_map)
+from ..golden_fixtures import (load_fixture, official_arch, swin_attention, swin_block,
+                               write_released)
 
 #: golden outputs on the device: max |diff| <= GOLDEN_TOL x max(1, max |reference|)
 GOLDEN_TOL = 1e-4
-#: fixture ``arch`` entries that are no constructor arguments, or not arch keys
-_ARCH_EXTRAS = frozenset({'norm_eps', 'num_classes', 'dense_class', 'cls_class', 'meaning',
-                          'dense_path', 'cls_focal_windows'})
 
 
 @contextmanager
@@ -37,10 +36,6 @@ def exact_float32() -> Iterator[None]:
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved[:2]
         torch.set_float32_matmul_precision(saved[2])
-
-
-def load_fixture(path: Path) -> dict:
-    return torch.load(path, map_location='cpu', weights_only=True)
 
 
 def max_scaled_error(outs: Sequence[torch.Tensor], refs: Sequence[torch.Tensor]) -> float:
@@ -68,13 +63,11 @@ def _within(err: float, tol: float, what: str) -> dict:
 
 def golden_backbone(rec: dict, directory: Path) -> nn.Module:
     """The fixture's backbone loading its checkpoint as released, through ``init_cfg``."""
-    sd = rec['checkpoint']
-    path = directory / f"{rec['family']}_{rec['case']}.pth"
-    torch.save(sd if rec['checkpoint_wrapper'] is None else {rec['checkpoint_wrapper']: sd}, path)
+    path = write_released(rec, directory)
     extra = {'out_indices': rec['arch']['out_indices']} if 'out_indices' in rec['arch'] else {}
-    arch = {k: v for k, v in rec['arch'].items() if k not in _ARCH_EXTRAS and k != 'out_indices'}
+    arch = official_arch(rec, drop=('out_indices', ))
     model = backbone_class(rec['family'])(arch=arch, drop_path_rate=0., **extra,
-                                          init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+                                          init_cfg=dict(type='Pretrained', checkpoint=path))
     model.init_weights()
     return model.eval()
 
@@ -128,39 +121,15 @@ def _grads_vs_cpu(grads: list, run: Callable, device: torch.device,
     return {}
 
 
-def _official(rec: dict) -> dict:
-    return {k: v for k, v in rec['arch'].items() if k != 'meaning'}
-
-
 def _hw(rec: dict) -> tuple[int, int]:
     kwargs = rec['forward_kwargs']
     return tuple(kwargs['hw_shape']) if 'hw_shape' in kwargs else (kwargs['H'], kwargs['W'])
 
 
 def _run_lite_mla(rec, x):
-    module = LiteMLA.from_official(rec['checkpoint'], **_official(rec))
+    module = LiteMLA.from_official(rec['checkpoint'], **official_arch(rec))
     tokens, hw = map_to_tokens(x)
     return lambda m: tokens_to_map(m(tokens.contiguous(), hw), hw), module
-
-
-def _run_swin_block(rec, x):
-    """The official Swin block: our attention between the fixture's norms and MLP."""
-    arch, sd = rec['arch'], rec['checkpoint']
-    module = ShiftedWindowAttention(arch['dim'], arch['num_heads'], window_size=arch['window_size'],
-                                    shift_size=arch['shift_size'], qkv_bias=arch['qkv_bias'])
-    attn = {k[len('attn.'):]: v for k, v in sd.items() if k.startswith('attn.')}
-    module.load_state_dict(ShiftedWindowAttention.convert_official_state_dict(attn))
-    hw, c = tuple(arch['input_resolution']), arch['dim']
-    weights = {k: v.to(x.device) for k, v in sd.items() if not k.startswith('attn.')}
-
-    def block(m):
-        norm = (lambda t, n: nn.functional.layer_norm(t, (c, ), weights[f'{n}.weight'],
-                                                      weights[f'{n}.bias']))
-        y = x + m(norm(x, 'norm1'), hw)
-        hidden = nn.functional.gelu(nn.functional.linear(
-            norm(y, 'norm2'), weights['mlp.fc1.weight'], weights['mlp.fc1.bias']))
-        return y + nn.functional.linear(hidden, weights['mlp.fc2.weight'], weights['mlp.fc2.bias'])
-    return block, module
 
 
 #: how each mixer fixture (``mixers/<mechanism>.pt``) runs: ``(rec, input on the
@@ -168,23 +137,25 @@ def _run_swin_block(rec, x):
 MIXER_RUNNERS: dict[str, Callable] = {
     'agent_attention': lambda rec, x: (
         lambda m: m(x, _hw(rec)),
-        AgentAttention.from_official(rec['checkpoint'], **_official(rec))),
+        AgentAttention.from_official(rec['checkpoint'], **official_arch(rec))),
     'cpvt_peg': lambda rec, x: (
-        lambda m: x + m(x, _hw(rec)), PEG.from_official(rec['checkpoint'], **_official(rec))),
+        lambda m: x + m(x, _hw(rec)), PEG.from_official(rec['checkpoint'], **official_arch(rec))),
     'efficientvit_litemla': _run_lite_mla,
     'efficientvit_litemla_quadratic': _run_lite_mla,
     'external_attention': lambda rec, x: (
-        lambda m: m(x), ExternalAttentionUnit.from_official(rec['checkpoint'], **_official(rec))),
+        lambda m: m(x),
+        ExternalAttentionUnit.from_official(rec['checkpoint'], **official_arch(rec))),
     'external_attention_mh': lambda rec, x: (   # any (H, W) with H * W tokens
         lambda m: m(x, (1, x.shape[1])),
-        ExternalAttention.from_official(rec['checkpoint'], **_official(rec))),
+        ExternalAttention.from_official(rec['checkpoint'], **official_arch(rec))),
     'mvit_pooling_attention': lambda rec, x: (
         lambda m: m.attend(x, _hw(rec))[0],
-        MultiScalePoolingAttention.from_official(rec['checkpoint'], **_official(rec))),
+        MultiScalePoolingAttention.from_official(rec['checkpoint'], **official_arch(rec))),
     'rest_emsa': lambda rec, x: (
         lambda m: m(x, _hw(rec)),
-        EfficientMultiHeadAttention.from_official(rec['checkpoint'], **_official(rec))),
-    'swin_shifted_block': _run_swin_block,
+        EfficientMultiHeadAttention.from_official(rec['checkpoint'], **official_arch(rec))),
+    'swin_shifted_block': lambda rec, x: (
+        lambda m: swin_block(rec, m, x)[0], swin_attention(rec)),
 }
 
 

@@ -73,7 +73,7 @@ def task_config(variant: str, task: str, *, quick: bool = False,
     files for ``tools/train.py``."""
     from mmengine.config import Config
 
-    from vattn_mm.utils.launch import load_config
+    from vattn_mm.utils.config_loading import load_config
     cfg = load_config(str(TASKS[task][0]), cfg_options, work_dir)
     backbone = variant_backbone(parse_spec(variant)[0], quick)
     backbone['drop_path_rate'] = 0.0
@@ -98,7 +98,7 @@ def train_and_test_here(spec: dict) -> dict:
     import torch
 
     import vattn_mm  # noqa: F401  (registers the backbones and the runner)
-    from vattn_mm.utils.launch import use_protections
+    from vattn_mm.utils.protections import use_protections
     if spec.get('threads'):
         torch.set_num_threads(spec['threads'])
     options = train_options(spec['task'], Path(spec['data_root']), spec['iters'], spec['seed'],

@@ -1,11 +1,13 @@
-"""The zoo's variants: what the registered token mixers declare
-(``zoo_variants``, :mod:`vattn_mm.layers.builder`), each put into one macro
+"""The zoo's variants: the settings of each registered token mixer
+(:data:`.variant_table.ZOO_VARIANTS`), each put into one macro
 architecture (``configs/_base_/backbones/zoo_common.py``, docs/zoo.md), built
 as backbone + FPN neck, and their cost matched to the reference."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+from .variant_table import ZOO_VARIANTS
 
 _PACKAGE = Path(__file__).resolve().parents[2]
 #: the configs: in a checkout beside the package, in an installed wheel under
@@ -25,14 +27,13 @@ WIDTH_SETTINGS = ('attn_dims', 'modulation_dims', 'head_dims')
 
 
 def declared_variants() -> dict:
-    """``{variant: (mixer type, ZooVariant)}`` of every registered token
-    mixer's ``zoo_variants``, the reference first, then by name."""
-    from vattn_mm.layers import MIXERS
+    """``{variant: (mixer type, ZooVariant)}`` of every mixer's entries in
+    :data:`ZOO_VARIANTS`, the reference first, then by name."""
     found: dict = {}
-    for mixer, cls in MIXERS.items():
-        for name, entry in getattr(cls, 'zoo_variants', {}).items():
+    for mixer, entries in ZOO_VARIANTS.items():
+        for name, entry in entries.items():
             if name in found:
-                raise ValueError(f'zoo variant {name!r} is declared by both {found[name][0]} '
+                raise ValueError(f'zoo variant {name!r} is listed for both {found[name][0]} '
                                  f'and {mixer}')
             found[name] = (mixer, entry)
     return {name: found[name] for name in sorted(found, key=lambda n: (n != REFERENCE, n))}
