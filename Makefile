@@ -3,6 +3,8 @@
 # make test-quick  - the suite without the tests marked slow (the inner loop, ~3 min)
 # make test-compat - the compatibility jobs: torch 2.1 / Python 3.9 and the newest torch / Python 3.12,
 #                    with mmcv-lite (tools/compat_test.sh; each makes its environment once)
+# make test-stress   - the process- and timeout-bound test modules 10 times each beside a CPU hog
+#                      (tools/stress_test.sh; needs stress-ng)
 # make gpu-kit       - .gpu_kit/: the wheels and node command the lent GPU node needs (tools/gpu_kit/)
 # make gpu-rehearsal - the node command on this CPU in an imitation of the node (Python 3.12, torch 2.11)
 PY := .venv/bin/python
@@ -13,7 +15,7 @@ PYTEST := VATTN_FULL_STACK=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_TH
 	$(PY) -m pytest tests -q -p no:cacheprovider -n 2 --dist loadgroup
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-quick test-compat gpu-kit gpu-rehearsal
+.PHONY: install demo test test-quick test-compat test-stress gpu-kit gpu-rehearsal
 install:
 	bash tools/install.sh
 demo: install
@@ -25,6 +27,8 @@ test-quick:
 test-compat:
 	bash tools/compat_test.sh floor
 	bash tools/compat_test.sh newest
+test-stress: install
+	bash tools/stress_test.sh 10
 gpu-kit: install
 	bash tools/gpu_kit/make_kit.sh
 gpu-rehearsal: gpu-kit
