@@ -18,7 +18,7 @@ from torch import nn
 from vattn_mm.backbones import TokenPyramid
 from vattn_mm.deploy import OnnxExportError, OnnxModel, check_onnx, export_onnx, format_checks
 from vattn_mm.layers import MIXERS, coarse_to_fine_attention
-from vattn_mm.ops.selection import pin_selections, record_selections, selecting
+from vattn_mm.ops.quadtree import pin_selections, record_selections, selecting
 from vattn_mm.utils import export_paths, is_exporting
 
 from ..backbone_cases import CASES, build_micro
@@ -224,7 +224,7 @@ def test_unsupported_operator_is_named(tmp_path, monkeypatch):
     with pytest.raises(OnnxExportError, match=r'Svd .*operator aten::linalg_svd'):
         export_onnx(Svd(), tmp_path / 'svd.onnx', (8, 8))
     # LITv2 without its export path: torchvision's deformable convolution (no ONNX form here)
-    import vattn_mm.layers.deformable_merging as dtm
+    import vattn_mm.layers.tokens as dtm
     monkeypatch.setattr(dtm, 'is_exporting', lambda: False)
     with pytest.raises(OnnxExportError, match=r'LITv2 .*operator torchvision::deform_conv2d'):
         export_onnx(build_micro('LITv2'), tmp_path / 'litv2.onnx', EXPORT_SIZE)

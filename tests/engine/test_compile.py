@@ -100,7 +100,7 @@ def test_capture_skips_the_eager_chunk_loops():
     """Under torch.compile an inference FFN runs whole (one fc1 / fc2 pair in
     the graph, not one per chunk) and gives the chunked eager result."""
     from vattn_mm.layers import MLP
-    from vattn_mm.utils.tracing import is_capturing
+    from vattn_mm.ops.autograd import is_capturing
     assert not is_capturing()
     assert torch.compile(lambda x: x + 1 if is_capturing() else x - 1,
                          backend='eager', fullgraph=True)(torch.zeros(1)).item() == 1

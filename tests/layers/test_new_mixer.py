@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from vattn_mm.layers import register_mixer
-from vattn_mm.layers.patch_embed import map_to_tokens, tokens_to_map
+from vattn_mm.layers.tokens import map_to_tokens, tokens_to_map
 
 
 @register_mixer

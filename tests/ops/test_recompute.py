@@ -8,7 +8,7 @@ from torch import nn
 
 from vattn_mm import ops
 from vattn_mm.layers import MLP, ConvFFN
-from vattn_mm.ops.recompute import act_linear, norm_recomputed, recomputes_act
+from vattn_mm.ops.autograd import act_linear, norm_recomputed, recomputes_act
 
 HW = (6, 7)
 

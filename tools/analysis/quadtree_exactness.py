@@ -8,7 +8,7 @@ scores (docs/backbones.md, "How exact QuadTree is").
 Prints the largest deviation between the two runs (relative to each output
 map's scale), how many top-k rows selected other keys, and the deviation
 once the 2-thread run is pinned to the 1-thread run's selections
-(``vattn_mm.ops.selection``): what is left is rounding.
+(``vattn_mm.ops.quadtree``): what is left is rounding.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import argparse
 import torch
 
 from vattn_mm.analysis import build_spec
-from vattn_mm.ops.selection import pin_selections, record_selections
+from vattn_mm.ops.quadtree import pin_selections, record_selections
 
 
 def _deviation(outputs: list, reference: list) -> float:

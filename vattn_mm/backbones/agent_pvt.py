@@ -140,7 +140,6 @@ class AgentPVT(TokenPyramid):
             **kwargs)
         self.arch['downstream_agent_shapes'] = a['downstream_agent_shapes']
 
-    @property
-    def min_input_size(self) -> int:
+    def smallest_input_side(self) -> int:
         """The stride of the last stage run: smaller sides give empty grids."""
         return self.strides[self.out_indices[-1]]

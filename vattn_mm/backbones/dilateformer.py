@@ -10,59 +10,15 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Union
 
-import torch
-from mmcv.cnn import build_norm_layer
 from mmengine.registry import MODELS
-from torch import nn
 
-from ..layers import ConvStem, DepthwiseConv2d, TokenMapConv2d, map_to_tokens
-from ..layers.patch_embed import Size
+from ..layers.tokens import ConvDownsample, DilateStem
 from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import FamilyConverter
 
 _MERGING_KERNELS = {'conv3_2': 3, 'conv2_2': 2}
-
-
-class DilateStem(ConvStem):
-    """The official "overlapping" stem (stride 4): three 3x3 conv-BN-GELU
-    layers with strides 1, 2, 1 and ``hidden_dims * (1, 2, 4)`` channels, then
-    a bias-free 3x3 stride-2 convolution, no output norm.
-
-    It is :class:`ConvStem` with a 3x3 stride-2 bias-free final projection
-    instead of the 1x1 one (same module indices as the official
-    ``patch_embed.proj``)."""
-
-    def __init__(self, in_channels: int, embed_dims: int, hidden_dims: int = 16):
-        hidden = (hidden_dims, 2 * hidden_dims, 4 * hidden_dims)
-        super().__init__(in_channels, embed_dims, hidden_dims=hidden, strides=(1, 2, 1),
-                         norm_cfg=dict(type='BN'), act_cfg=dict(type='GELU'),
-                         out_norm_cfg=None)
-        self.convs[-1] = nn.Conv2d(hidden[-1], embed_dims, 3, 2, 1, bias=False)
-        self.stride = 4
-
-
-class ConvDownsample(nn.Module):
-    """Stride-2 convolution (with bias) + BatchNorm on the map, optionally a
-    depthwise 3x3 positional conv (official ``PatchMerging``)."""
-
-    def __init__(self, in_channels: int, embed_dims: int, kernel_size: int = 3,
-                 cpe: bool = False, norm_cfg: dict = dict(type='BN')):
-        super().__init__()
-        self.proj = TokenMapConv2d(in_channels, embed_dims, kernel_size, 2,
-                                   (kernel_size - 1) // 2)
-        self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
-        self.stride = 2
-        if cpe:
-            self.pos_embed = DepthwiseConv2d(embed_dims, 3)
-        self.cpe = cpe
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
-        x = self.norm(self.proj(x))
-        if self.cpe:
-            x = x + self.pos_embed(x)
-        return map_to_tokens(x)
 
 
 @MODELS.register_module()

@@ -2,15 +2,15 @@
 Prediction (Cai et al., ICCV 2023, arXiv:2205.14756), the B-series backbone."""
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Union
 
 import torch
 from mmengine.registry import MODELS
 from torch import nn
 
-from ..layers import ConvNormAct, DSConv, MBConv, map_to_tokens
+from ..layers import ConvNormAct, DSConv
 from ..layers.lite_mla import OFFICIAL_ACTS, OFFICIAL_NORMS
-from ..layers.patch_embed import Size
+from ..layers.mbconv import EfficientViTEmbed
 from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
@@ -24,31 +24,6 @@ LITE_MLA_SCALES = (5, )
 #: stages (0-based, stride 4 first) whose blocks are plain MBConvs; the later
 #: ones are EfficientViT blocks (LiteMLA + MBConv)
 CONV_STAGES = 2
-
-
-class EfficientViTEmbed(nn.Module):
-    """A stage's entry: the stride-2 MBConv that starts official stage
-    ``i + 1`` (``downsample``), for the first stage preceded by the input
-    stem (``input_stem``: 3x3 stride-2 conv + BN + act, then residual
-    DSConvs).  Map in, (B, N, C) tokens and their (H, W) out."""
-
-    def __init__(self, downsample: MBConv, input_stem: Optional[nn.Sequential] = None):
-        super().__init__()
-        if input_stem is not None:
-            self.input_stem = input_stem
-        self.has_stem = input_stem is not None
-        self.downsample = downsample
-        self.stride = downsample.stride * (2 if self.has_stem else 1)
-
-    def forward_stem(self, x: torch.Tensor) -> torch.Tensor:
-        """The image -> the stride-2 stem map (official ``stage0``), kept
-        channels-last so the following convolutions make no layout copy."""
-        return self.input_stem(x.contiguous(memory_format=torch.channels_last))
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
-        if self.has_stem:
-            x = self.forward_stem(x)
-        return map_to_tokens(self.downsample.forward_map(x))
 
 
 @MODELS.register_module()

@@ -122,8 +122,7 @@ class LITv2(PyramidBackbone):
                 raise ValueError(f'LITv2: stage {i} has {dim} channels, not divisible '
                                  f'by num_heads {a["num_heads"][i]}')
 
-    @property
-    def min_input_size(self) -> int:
+    def smallest_input_side(self) -> int:
         """Smallest image side: every merge needs a map of at least 2x2."""
         return self.arch['patch_size'] * (2 ** (self.num_stages - 1) - 1) + 1
 

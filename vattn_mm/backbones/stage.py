@@ -8,7 +8,6 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-import torch
 from mmcv.cnn import build_norm_layer
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
@@ -45,18 +44,6 @@ def init_transformer_weights(module: nn.Module) -> None:
             nn.init.zeros_(module.bias)
 
 
-def dense_output(x: torch.Tensor) -> torch.Tensor:
-    """A stage map as the dense heads need it: contiguous NCHW.
-
-    Maps viewed from (B, N, C) tokens are channels-last in memory (the next
-    stage's convolutions want them so).  Heads must not get them: the FPN's
-    convolutions pass the layout on (for batches of square images), and
-    mmcv's ``RoIAlign`` reads any input as contiguous NCHW, so Mask R-CNN
-    trained on scrambled RoI features (demo: bbox AP 0.02 instead of 0.73).
-    The official backbones return contiguous maps too."""
-    return x.contiguous()
-
-
 class PyramidStage(nn.Module):
     """One stage: patch embedding, blocks and (optionally) an output norm.
 
@@ -86,11 +73,6 @@ class PyramidStage(nn.Module):
             self.position = position
         self.has_position = position is not None
         self.position_where = position_where
-
-    @property
-    def mixer_args(self) -> tuple:
-        """Extra arguments of every mixer call (the shared module, if any)."""
-        return () if self.shared_name is None else (getattr(self, self.shared_name), )
 
     @property
     def size_multiple(self) -> int:

@@ -7,7 +7,7 @@ Models with a discrete top-k selection (QuadTree attention) can flip between
 near-equal scores on rounding-level differences, so their outputs need not
 agree to rounding.  For them the check also exports a checking file whose
 graph returns every selection's indices, pins PyTorch's selections to
-onnxruntime's (:mod:`vattn_mm.ops.selection`) and compares against that
+onnxruntime's (:mod:`vattn_mm.ops.quadtree`) and compares against that
 run, after verifying that every differing selection is a near-tie of
 PyTorch's own scores (:class:`SelectionCheck`).
 """
@@ -21,7 +21,7 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import nn
 
-from ..ops.selection import pin_selections, record_selections
+from ..ops.quadtree import pin_selections, record_selections
 from .onnx import EvalNoGrad, as_outputs, export_onnx, model_device
 from .runtime import OnnxModel
 

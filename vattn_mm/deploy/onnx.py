@@ -22,7 +22,7 @@ from typing import Optional, Sequence, Union
 import torch
 from torch import nn
 
-from ..ops.selection import record_selections
+from ..ops.quadtree import record_selections
 
 #: default ONNX opset (GridSample needs 16 or more)
 DEFAULT_OPSET = 17
@@ -81,7 +81,7 @@ def _unsupported_operator(error: Exception) -> Optional[str]:
 
 class _WithSelections(nn.Module):
     """The model's outputs followed by the indices of every top-k selection
-    it made (:class:`~vattn_mm.ops.selection.record_selections`)."""
+    it made (:class:`~vattn_mm.ops.quadtree.record_selections`)."""
 
     def __init__(self, model: nn.Module):
         super().__init__()

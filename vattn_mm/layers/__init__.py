@@ -1,35 +1,33 @@
-"""Reusable layers: patch embeddings / stems, token mixers, position modules,
-FFNs, blocks, and the builders that make them from configs."""
+"""Reusable layers: token mixers, the block and its FFNs, tokenisers (patch
+embeddings / stems) and position terms, and the builders that make them from
+configs."""
+from ..ops import DepthwiseConv2d, TokenMapConv2d
 from .agent_attention import AgentAttention
-from .attention import merge_heads, split_heads
-from .block import LayerScale, TokenBlock, apply_position, residual_add
+from .attention import GlobalSelfAttention, merge_heads, split_heads
+from .block import MLP, ConvFFN, LayerScale, TokenBlock, apply_position, residual_add
 from .builder import (MIXERS, POSITIONS, SCALINGS, TOKENISERS, build_layer, build_mixer,
                       build_position, build_shared, register_mixer, register_position,
                       register_tokeniser, registered_class)
-from .conv import DepthwiseConv2d, TokenMapConv2d
-from .deformable_merging import BiasedDeformConv2d, DeformableTokenMerging
 from .dilated_attention import MultiScaleDilatedAttention
-from .global_attention import GlobalSelfAttention
 from .external_attention import ExternalAttention, ExternalAttentionUnit
-from .ffn import MLP, ConvFFN
 from .focal_modulation import FocalModulation
 from .hilo import HiLoAttention
 from .image_to_tokens import CeiTImageToTokens
-from .mbconv import ConvNormAct, DSConv, EfficientViTClsNeck, MBConv
 from .lite_mla import LiteMLA, relu_linear_attention, relu_quadratic_attention
+from .mbconv import ConvNormAct, DSConv, EfficientViTClsNeck, MBConv
 from .mvit_attention import MultiScalePoolingAttention, rel_pos_table
-from .patch_embed import (ConvStem, NonOverlapPatchEmbed, OverlapPatchEmbed, map_to_tokens,
-                          tokens_to_map)
 from .peg import PEG
 from .pixel_attention import PixelAttention
 from .pooling_attention import (P2T_POOL_RATIOS, PyramidPoolingAttention, make_pool_convs,
                                 pooled_size)
-from .position import AbsolutePosEmbed, ConvPosEnc
 from .quadtree_attention import QuadtreeAttention, coarse_to_fine_attention
 from .rest_attention import EfficientMultiHeadAttention
 from .shifted_window_attention import ShiftedWindowAttention
 from .sincos_position import SinCosPosEmbed
 from .spatial_reduction_attention import SpatialReductionAttention
+from .tokens import (AbsolutePosEmbed, BiasedDeformConv2d, ConvPosEnc, ConvStem,
+                     DeformableTokenMerging, NonOverlapPatchEmbed, OverlapPatchEmbed,
+                     map_to_tokens, tokens_to_map)
 
 __all__ = [
     'SpatialReductionAttention', 'merge_heads', 'split_heads', 'LayerScale', 'residual_add',

@@ -10,11 +10,11 @@ import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from torch import nn
 
-from .attention import check_heads, init_position_bias_, merge_heads, split_heads
+from ..ops import TokenMapConv2d
+from .attention import check_heads, merge_heads, split_heads
 from .builder import register_mixer
-from .conv import TokenMapConv2d
 from .export_ops import adaptive_avg_pool2d
-from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .tokens import Size, init_position_bias_, map_to_tokens, tokens_to_map
 
 #: Agent-PVT per stage (stride 4 / 8 / 16 / 32): agents in training, the
 #: agent grids of the released detection / segmentation configs, and the

@@ -17,11 +17,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import ops
+from ..ops import is_exporting
 from ..ops.dilated_attention import (attend_in_row_bands, dilated_local_attention,
                                      dilated_local_attention_padded)
-from ..utils.tracing import is_exporting
 from .builder import register_mixer
-from .patch_embed import Size
+from .tokens import Size
 
 
 def default_dilations(num_heads: int) -> tuple[int, ...]:

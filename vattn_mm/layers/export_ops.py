@@ -1,5 +1,5 @@
 """Exact pure-PyTorch forms of operators that have no ONNX form with dynamic
-sizes, used while exporting (:func:`~vattn_mm.utils.is_exporting`):
+sizes, used while exporting (:func:`~vattn_mm.ops.is_exporting`):
 
 * adaptive average pooling whose input size (AgentAttention's agents,
   PVTv2's linear spatial reduction) or output size (P2T's ``round(side / ratio)`` pyramids) follows the input: the
@@ -17,21 +17,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..utils.tracing import is_exporting
+from ..ops import is_exporting
 
 IntLike = Union[int, torch.Tensor]
-
-
-def pad_to_multiple(side: IntLike, multiple: int) -> IntLike:
-    """Padding that brings ``side`` to a multiple of ``multiple``; positive
-    operands only, so the traced arithmetic (truncating) gives it too."""
-    return (multiple - side % multiple) % multiple
-
-
-def needs_padding(*pads: IntLike) -> bool:
-    """Whether to pad: any non-zero padding, or always while exporting (the
-    sizes are symbolic there; zero padding is a no-op)."""
-    return is_exporting() or any(bool(p) for p in pads)
 
 
 def _as_index(value: IntLike) -> torch.Tensor:

@@ -12,7 +12,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 
 from .attention import check_heads
 from .builder import register_mixer
-from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .tokens import Size, map_to_tokens, tokens_to_map
 
 #: memory slots of both official modules (EAMLP: ``256 // coef``, seg: 64)
 OFFICIAL_SLOTS = 64

@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 from .. import ops
+from ..ops import DepthwiseConv2d
 from .builder import register_mixer
-from .conv import DepthwiseConv2d
-from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .tokens import Size, map_to_tokens, tokens_to_map
 
 
 @register_mixer

@@ -10,8 +10,7 @@ from torch import nn
 
 from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
-from .export_ops import needs_padding, pad_to_multiple
-from .patch_embed import Size
+from .tokens import Size, needs_padding, pad_to_multiple
 
 
 @register_mixer

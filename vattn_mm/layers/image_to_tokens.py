@@ -10,8 +10,7 @@ from mmcv.cnn import build_norm_layer
 from torch import nn
 
 from .builder import register_tokeniser
-from .export_ops import needs_padding, pad_to_multiple
-from .patch_embed import Size, map_to_tokens
+from .tokens import Size, map_to_tokens, needs_padding, pad_to_multiple
 
 
 @register_tokeniser

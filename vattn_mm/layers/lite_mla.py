@@ -11,12 +11,12 @@ import torch.nn.functional as F
 from mmcv.cnn import build_activation_layer
 from torch import nn
 
-from ..utils.compat import autocast_available, autocast_enabled
+from .. import ops
+from ..ops import TokenMapConv2d
 from .attention import check_heads, merge_heads
 from .builder import register_mixer
-from .conv import TokenMapConv2d
 from .mbconv import ConvNormAct
-from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .tokens import Size, map_to_tokens, tokens_to_map
 
 Cfg = Optional[Mapping[str, Any]]
 
@@ -157,7 +157,7 @@ class LiteMLA(nn.Module):
         float32 with autocast off; the result in the dtype of ``v``."""
         dtype, device = v.dtype, v.device.type
         compute = torch.promote_types(dtype, torch.float32)
-        autocast_on = autocast_available(device) and autocast_enabled(device)
+        autocast_on = ops.autocast_on(device)
         with torch.autocast(device, enabled=False) if autocast_on else nullcontext():
             q = self.kernel_func(q.to(compute))
             k = self.kernel_func(k.to(compute))

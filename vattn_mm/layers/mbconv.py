@@ -17,8 +17,8 @@ from mmcv.cnn import build_activation_layer, build_norm_layer
 from mmengine.registry import MODELS
 from torch import nn
 
-from .conv import TokenMapConv2d
-from .patch_embed import Size, map_to_tokens, tokens_to_map
+from ..ops import TokenMapConv2d
+from .tokens import Size, map_to_tokens, tokens_to_map
 
 Cfg = Optional[Mapping[str, Any]]
 HSWISH = dict(type='HSwish')
@@ -132,6 +132,31 @@ class MBConv(nn.Module):
             raise RuntimeError('MBConv: a strided block changes the map size; call '
                                'forward_map on the map instead')
         return map_to_tokens(self.forward_map(tokens_to_map(x, hw)))[0]
+
+
+class EfficientViTEmbed(nn.Module):
+    """A stage's entry: the stride-2 MBConv that starts official stage
+    ``i + 1`` (``downsample``), for the first stage preceded by the input
+    stem (``input_stem``: 3x3 stride-2 conv + BN + act, then residual
+    DSConvs).  Map in, (B, N, C) tokens and their (H, W) out."""
+
+    def __init__(self, downsample: MBConv, input_stem: Optional[nn.Sequential] = None):
+        super().__init__()
+        if input_stem is not None:
+            self.input_stem = input_stem
+        self.has_stem = input_stem is not None
+        self.downsample = downsample
+        self.stride = downsample.stride * (2 if self.has_stem else 1)
+
+    def forward_stem(self, x: torch.Tensor) -> torch.Tensor:
+        """The image -> the stride-2 stem map (official ``stage0``), kept
+        channels-last so the following convolutions make no layout copy."""
+        return self.input_stem(x.contiguous(memory_format=torch.channels_last))
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
+        if self.has_stem:
+            x = self.forward_stem(x)
+        return map_to_tokens(self.downsample.forward_map(x))
 
 
 @MODELS.register_module()

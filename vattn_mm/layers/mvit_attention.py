@@ -8,10 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import attention_width, init_position_bias_, merge_heads, split_heads
+from ..ops import TokenMapConv2d
+from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
-from .conv import TokenMapConv2d
-from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .tokens import Size, init_position_bias_, map_to_tokens, tokens_to_map
 
 IntPair = Union[int, Sequence[int]]
 

@@ -7,7 +7,7 @@ from typing import Mapping
 import torch
 
 from .builder import register_position
-from .position import ConvPosEnc
+from .tokens import ConvPosEnc
 
 #: official (Twins ``PosCNN``) key -> ours
 _OFFICIAL_KEYS = {'proj.0.weight': 'weight', 'proj.0.bias': 'bias'}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..ops import DepthwiseConv2d
 from .builder import register_position
-from .conv import DepthwiseConv2d
-from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .tokens import Size, map_to_tokens, tokens_to_map
 
 
 @register_position

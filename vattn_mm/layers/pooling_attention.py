@@ -9,12 +9,11 @@ import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from torch import nn
 
+from ..ops import DepthwiseConv2d, is_exporting
 from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
-from ..utils.tracing import is_exporting
-from .conv import DepthwiseConv2d
 from .export_ops import adaptive_avg_pool2d
-from .patch_embed import Size, tokens_to_map
+from .tokens import Size, tokens_to_map
 
 
 #: the official pooling ratios of every released P2T, one tuple per stage

@@ -24,13 +24,13 @@ from mmengine.logging import print_log
 from torch import nn
 
 from .. import ops
+from ..ops import DepthwiseConv2d
 from ..ops.quadtree import gathered_aggregate, gathered_scores, top_keys
-from ..ops.selection import top_k
+from ..ops.quadtree import top_k
 from ..utils.compat import is_compiling
 from .attention import attention_width
 from .builder import register_mixer
-from .conv import DepthwiseConv2d
-from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .tokens import Size, map_to_tokens, tokens_to_map
 
 _TOPK_CLAMP_LOGGED = False
 

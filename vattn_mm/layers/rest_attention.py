@@ -8,12 +8,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..ops import TokenMapConv2d, is_exporting
 from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
-from ..utils.tracing import is_exporting
-from .conv import TokenMapConv2d
-from .export_ops import needs_padding
-from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .tokens import Size, map_to_tokens, needs_padding, tokens_to_map
 
 #: constructor arguments of the official ``models/rest.py:Attention`` and ours
 _OFFICIAL_ARGS = {'dim': 'embed_dims', 'num_heads': 'num_heads', 'qkv_bias': 'qkv_bias',

@@ -10,11 +10,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..utils.tracing import is_exporting
-from .attention import attention_width, init_position_bias_
+from ..ops import is_exporting
+from .attention import attention_width
 from .builder import register_mixer
-from .export_ops import needs_padding, pad_to_multiple
-from .patch_embed import Size
+from .tokens import Size, init_position_bias_, needs_padding, pad_to_multiple
 
 #: logit added between tokens of different regions of the shifted map (Swin's value, not -inf)
 REGION_MASK_VALUE = -100.0

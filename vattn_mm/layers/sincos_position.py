@@ -6,7 +6,7 @@ import torch
 from torch import nn
 
 from .builder import register_position
-from .patch_embed import Size
+from .tokens import Size
 
 #: which coordinate the first half of the channels encodes
 AXIS_ORDERS = ('xy', 'yx')

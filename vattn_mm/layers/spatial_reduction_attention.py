@@ -8,11 +8,11 @@ import torch.nn.functional as F
 from mmcv.cnn import build_norm_layer
 from torch import nn
 
+from ..ops import TokenMapConv2d
 from .attention import attention_width, merge_heads, split_heads
 from .builder import register_mixer
-from .conv import TokenMapConv2d
 from .export_ops import AdaptiveAvgPool2d
-from .patch_embed import Size, map_to_tokens, tokens_to_map
+from .tokens import Size, map_to_tokens, tokens_to_map
 
 
 @register_mixer

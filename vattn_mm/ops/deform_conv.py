@@ -19,7 +19,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from ..utils.amp import float32_unless_native
-from ..utils.tracing import eager_autograd
+from .autograd import eager_autograd
 from .registry import register_fast_path
 
 

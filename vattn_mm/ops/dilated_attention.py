@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from ..utils.tracing import eager_autograd, is_capturing
+from .autograd import eager_autograd, is_capturing
 from .registry import register_fast_path
 
 register_fast_path(

@@ -16,7 +16,7 @@ from torch.autograd.function import once_differentiable
 
 from .activations import act_grad
 from .conv import conv_backward, conv_operands
-from .recompute import can_recompute
+from .autograd import can_recompute
 from .registry import register_fast_path
 
 register_fast_path('focal_recompute', "focal modulation keeps its levels' convolution "
@@ -70,7 +70,7 @@ def focal_context(module: nn.Module, context: torch.Tensor, gates: torch.Tensor
     """The gated sum of the context levels of FocalModulation ``module``
     (``module.context``), through :class:`FocalContext` where its
     ``focal_recompute`` switch is on for ``context`` and
-    :func:`~vattn_mm.ops.recompute.can_recompute` allows."""
+    :func:`~vattn_mm.ops.autograd.can_recompute` allows."""
     if (module.focal_recompute.on(context)
             and can_recompute(context, module.act, *module.focal_layers)):
         return FocalContext.apply(context, gates, module,

@@ -11,7 +11,7 @@ Taken where the ``fused_act`` switch is on for the input (CPU, float32) and
 those kernels apply unchanged: without autograd (they have no backward),
 outside autocast, an activation oneDNN has (:data:`~.activations.ACTIVATIONS`:
 ``nn.GELU``, ``nn.Hardswish``, ``nn.ReLU``), a plain ``nn.Linear`` /
-``nn.Conv2d``, no forward hooks on it or on the activation (the fused call
+``nn.Conv2d``, no hooks on it or on the activation (the fused call
 bypasses both ``forward``s), no Python dispatch mode active (FLOP counters,
 fake tensors), not while ``torch.compile`` traces (inductor emits these
 kernels itself; the dispatch-mode check would be a graph break), not while
@@ -24,13 +24,10 @@ from typing import Callable
 
 import torch
 from torch import nn
-from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-from ..utils.compat import autocast_enabled, is_compiling
-from ..utils.tracing import is_exporting
 from .activations import fused_post_op
-from .gates import global_forward_hooks, has_forward_hooks
-from .registry import Switch, register_fast_path
+from .autograd import Switch, eager_inference, unobserved
+from .registry import register_fast_path
 
 _OPS = torch.ops.mkldnn
 #: whether this PyTorch build has the fused oneDNN kernels
@@ -47,13 +44,11 @@ register_fast_path(
 
 
 def can_fuse(x: torch.Tensor, layer: nn.Module, act: nn.Module, switch: Switch) -> bool:
-    """Whether ``act(layer(x))`` may run as one fused call (module docstring)."""
-    return (FUSED_ACT_AVAILABLE and not torch.is_grad_enabled()
-            and not is_compiling()      # inductor fuses by itself
-            and switch.on(x) and not autocast_enabled('cpu')
-            and _get_current_dispatch_mode() is None and not is_exporting()
-            and not (has_forward_hooks(layer) or has_forward_hooks(act)
-                     or global_forward_hooks()))
+    """Whether ``act(layer(x))`` may run as one fused call (module docstring;
+    the conditions: :func:`~vattn_mm.ops.autograd.eager_inference` and
+    :func:`~vattn_mm.ops.autograd.unobserved`)."""
+    return (FUSED_ACT_AVAILABLE and switch.on(x) and eager_inference(x)
+            and unobserved(layer, act))
 
 
 def linear_act(x: torch.Tensor, linear: nn.Module, act: nn.Module,

@@ -22,10 +22,10 @@ A setting is ``'default'``, ``'plain'`` (every path off) or a mapping
 ``False`` (off), ``'default'`` or a sequence of device types
 (``('cpu', 'cuda')``).
 
-Layers hold a :class:`Switch` per path, resolved when built (the setting is
-static), and ask it at run time only for the device and dtype
-(:meth:`Switch.on`); the dynamic conditions of a path (autograd recording,
-hooks, autocast, capture) stay with the path's own gate.
+Layers hold a :class:`~vattn_mm.ops.autograd.Switch` per path, resolved when
+built (the setting is static), and ask it at run time only for the device and
+dtype; the dynamic conditions (autograd recording, hooks, autocast, capture)
+are asked in one place, :mod:`vattn_mm.ops.autograd`.
 """
 from __future__ import annotations
 
@@ -109,31 +109,6 @@ def register_fast_path(name: str, reason: str, *, devices: Iterable[str] = ('cpu
     return path
 
 
-class Switch:
-    """Whether one fast path is on, per device type and dtype; what a layer
-    keeps from :func:`switch`."""
-
-    __slots__ = ('name', 'devices', 'dtypes')
-
-    def __init__(self, name: str, devices: Iterable[str], dtypes: Iterable[torch.dtype]):
-        self.name = name
-        self.devices = frozenset(devices)
-        self.dtypes = frozenset(dtypes)
-
-    def on(self, x: torch.Tensor) -> bool:
-        """Whether the path may run on ``x`` (its device type and dtype)."""
-        return x.device.type in self.devices and x.dtype in self.dtypes
-
-    def __bool__(self) -> bool:
-        return bool(self.devices)
-
-    def __reduce__(self):
-        return Switch, (self.name, tuple(sorted(self.devices)), tuple(self.dtypes))
-
-    def __repr__(self) -> str:
-        return f'Switch({self.name!r}, devices={sorted(self.devices)})'
-
-
 def _parse_env(text: str) -> Setting:
     text = text.strip()
     if text in ('', 'default', 'plain'):
@@ -188,9 +163,10 @@ def _devices(path: FastPath, value) -> tuple[str, ...]:
     return tuple(value)
 
 
-def switch(name: str, setting: Setting = None) -> Switch:
+def switch(name: str, setting: Setting = None):
     """The switch of path ``name`` under ``setting``, else the environment
     variable, else the registry's defaults."""
+    from .autograd import Switch   # (the run-time side imports this module)
     if name not in FAST_PATHS:
         raise KeyError(f'no fast path named {name!r}; registered: {sorted(FAST_PATHS)}')
     path = FAST_PATHS[name]
@@ -208,6 +184,7 @@ def configure(model: nn.Module, setting: Setting) -> nn.Module:
     """Re-resolve every :class:`Switch` held by ``model``'s modules under
     ``setting`` (what a backbone's ``fast_paths`` argument does); returns
     ``model``."""
+    from .autograd import Switch
     check_setting(setting)
     for module in model.modules():
         for attr, value in list(vars(module).items()):
@@ -228,6 +205,7 @@ def describe(model: Optional[nn.Module] = None) -> list[dict]:
                    evidence=path.evidence, modes=list(path.modes),
                    unavailable=path.unavailable)
         if model is not None:
+            from .autograd import Switch
             on = {d for m in model.modules() for v in vars(m).values()
                   if isinstance(v, Switch) and v.name == path.name for d in v.devices}
             row['on_in_model'] = sorted(on)

@@ -4,7 +4,7 @@ the layers read the same on every release.
 
 - :func:`is_compiling`: ``torch.compiler.is_compiling`` (2.3); on older
   releases ``torch._dynamo.is_compiling``.
-- :func:`autocast_enabled` / :func:`autocast_available`: the per-device
+- :func:`autocast_enabled` / :func:`autocast_query` / :func:`autocast_available`: the per-device
   ``torch.is_autocast_enabled(device_type)`` and
   ``torch.amp.is_autocast_available`` (2.4); on older releases the CPU and
   CUDA queries of those releases.
@@ -20,6 +20,7 @@ declare the release they need with it (:mod:`vattn_mm.ops.registry`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import pickle
 import re
 import types
@@ -48,6 +49,11 @@ if TORCH_VERSION >= (2, 4):
         """Whether autocast is on for ``device_type`` ('cpu', 'cuda', ...)."""
         return torch.is_autocast_enabled(device_type)
 
+    def autocast_query(device_type: str) -> Callable[[], bool]:
+        """PyTorch's own query whether autocast is on for ``device_type``
+        ('cpu' or 'cuda'), as a call without arguments (for hot paths)."""
+        return functools.partial(torch.is_autocast_enabled, device_type)
+
     def autocast_available(device_type: str) -> bool:
         """Whether ``torch.autocast`` supports ``device_type``."""
         return torch.amp.is_autocast_available(device_type)
@@ -59,6 +65,11 @@ else:
         if device_type == 'cuda':
             return torch.is_autocast_enabled()
         return False
+
+    def autocast_query(device_type: str) -> Callable[[], bool]:
+        """PyTorch's own query whether autocast is on for ``device_type``
+        ('cpu' or 'cuda'), as a call without arguments (for hot paths)."""
+        return torch.is_autocast_cpu_enabled if device_type == 'cpu' else torch.is_autocast_enabled
 
     def autocast_available(device_type: str) -> bool:
         """Whether ``torch.autocast`` supports ``device_type``."""
