@@ -19,7 +19,7 @@ from vattn_mm.backbones import TokenPyramid
 from vattn_mm.deploy import OnnxExportError, OnnxModel, check_onnx, export_onnx, format_checks
 from vattn_mm.layers import MIXERS, coarse_to_fine_attention
 from vattn_mm.ops.quadtree import pin_selections, record_selections, selecting
-from vattn_mm.utils import export_paths, is_exporting
+from vattn_mm.ops import export_paths, is_exporting
 
 from ..backbone_cases import CASES, build_micro
 from ..layers.position_contract import build_covering, covering_pyramids

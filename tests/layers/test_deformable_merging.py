@@ -1,4 +1,4 @@
-"""Deformable token merging (``vattn_mm/layers/deformable_merging.py``)
+"""Deformable token merging (``vattn_mm/layers/tokens.py``)
 against torchvision's DCNv1 + norm + GELU: odd sizes, zero offsets,
 gradients, CUDA."""
 import pytest

@@ -1,4 +1,4 @@
-"""FFN schedules (``vattn_mm/ops/ffn.py``): ConvFFN training over groups of
+"""FFN schedules (``vattn_mm/ops/conv.py``, ``vattn_mm/ops/autograd.py``): ConvFFN training over groups of
 hidden channels (``ffn_hidden_groups``) and MLP inference in chunks of
 tokens (``mlp_inference_chunks``) give the plain FFN's values and
 gradients."""
@@ -7,7 +7,7 @@ import torch
 
 from vattn_mm import ops
 from vattn_mm.layers import MLP, ConvFFN, DepthwiseConv2d
-from vattn_mm.ops import ffn as ffn_ops
+from vattn_mm.ops import conv as ffn_ops
 from vattn_mm.ops.conv import owns_weight_grad
 
 from .grads import weighted_grads
@@ -76,7 +76,7 @@ def test_mlp_runs_long_sequences_in_chunks_without_autograd():
     mlp = MLP(8, 32, chunk_tokens=7).eval()
     x = torch.randn(2, 25, 8)                        # 50 tokens: 7 full chunks + 1 token
     with torch.no_grad():
-        whole = mlp._mlp(x)
+        whole = mlp._inference(x)
         calls = []
         handle = mlp.fc1.register_forward_hook(lambda m, i, o: calls.append(i[0].shape[0]))
         chunked = mlp(x)

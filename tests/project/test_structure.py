@@ -1,9 +1,14 @@
 """The package's architecture: subpackages import only downwards
 (utils -> ops / datasets -> layers -> backbones / heads -> checkpoint / engine /
 deploy -> analysis / apis), so there is no import cycle between them; the
-scripts under tools/ are command-line wrappers of the package."""
+scripts under tools/ are command-line wrappers of the package; a backbone's
+training forward enters few project files."""
 import ast
 from pathlib import Path
+
+import pytest
+
+from ..backbone_cases import CASES, REGISTERED, build_micro
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / 'vattn_mm'
@@ -93,3 +98,47 @@ def test_tools_are_thin_wrappers():
         return sorted(f'{path}: {n} lines' for path, n in lengths.items() if n > limit)
     assert too_long(ROOT / 'tools', TOOL_MAX_LINES) == []
     assert too_long(PACKAGE, MODULE_MAX_LINES) == []
+
+
+#: most project files one training forward of a backbone may enter: the
+#: backbone, the block and its FFNs, the mixer(s), the tokenisers, the
+#: attention helpers and at most the two generic ops modules and one kernel
+FORWARD_FILE_BUDGET = 8
+
+
+def _files_entered(model, x) -> dict[str, set[str]]:
+    """Project files (relative to the package) a call of ``model(x)`` enters,
+    with the functions entered in each."""
+    import sys
+
+    import vattn_mm
+    root = Path(vattn_mm.__file__).parent
+    seen: dict[str, set[str]] = {}
+
+    def profile(frame, event, arg):
+        if event == 'call':
+            path = Path(frame.f_code.co_filename)
+            if root in path.parents:
+                seen.setdefault(str(path.relative_to(root)), set()).add(frame.f_code.co_name)
+
+    sys.setprofile(profile)
+    try:
+        model(x)
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+@pytest.mark.parametrize('name', REGISTERED)
+def test_a_training_forward_stays_in_few_files(name):
+    import torch
+    model = build_micro(name).train()
+    x = torch.randn(1, 3, *CASES[name].micro_size)
+    files = _files_entered(model, x)
+    assert len(files) <= FORWARD_FILE_BUDGET, (
+        f'{name}: one training forward enters {len(files)} project files '
+        f'(at most {FORWARD_FILE_BUDGET}): ' + ', '.join(sorted(files)))
+    for path, functions in files.items():
+        if path.startswith('utils/'):
+            raise AssertionError(f'{name}: the forward calls utils ({path}: {sorted(functions)}); '
+                                 'run-time conditions belong in vattn_mm/ops/autograd.py')

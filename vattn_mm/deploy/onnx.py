@@ -3,7 +3,7 @@ height and width.
 
 The exporter is PyTorch's TorchScript-based one (``torch.onnx.export(...,
 dynamo=False)``): it records the sizes symbolically, so one file serves every
-input size.  While it traces, :func:`~vattn_mm.utils.is_exporting` is true and
+input size.  While it traces, :func:`~vattn_mm.ops.is_exporting` is true and
 the layers take their export paths (plain operators for mmcv's deformable
 convolution, adaptive pooling with traced sizes, shape-generic padding;
 ``docs/deployment.md``).

@@ -10,13 +10,15 @@ one elementwise pass, instead of being stored.
 """
 from __future__ import annotations
 
+from typing import Optional, Protocol, Sequence
+
 import torch
 from torch import nn
 from torch.autograd.function import once_differentiable
 
 from .activations import act_grad
+from .autograd import Switch, can_recompute
 from .conv import conv_backward, conv_operands
-from .autograd import can_recompute
 from .registry import register_fast_path
 
 register_fast_path('focal_recompute', "focal modulation keeps its levels' convolution "
@@ -24,12 +26,29 @@ register_fast_path('focal_recompute', "focal modulation keeps its levels' convol
                    modes=('train', ))
 
 
+class FocalLevels(Protocol):
+    """What this module reads of a focal modulation
+    (:class:`~vattn_mm.layers.FocalModulation`): its level convolutions, their
+    activation, whether the sum is normalised, its switch, and its own
+    ``context`` (the plain computation, which also hands out each level's
+    convolution output where ``levels`` is a list)."""
+
+    focal_layers: Sequence[nn.Conv2d]
+    focal_level: int
+    act: nn.Module
+    normalize_modulator: bool
+    focal_recompute: Switch
+
+    def context(self, ctx: torch.Tensor, gates: torch.Tensor,
+                levels: Optional[list] = None) -> torch.Tensor: ...
+
+
 class FocalContext(torch.autograd.Function):
     """``module.context(context, gates)`` keeping the levels' convolution
     outputs only."""
 
     @staticmethod
-    def forward(ctx, context: torch.Tensor, gates: torch.Tensor, module: nn.Module,
+    def forward(ctx, context: torch.Tensor, gates: torch.Tensor, module: FocalLevels,
                 *weights: torch.Tensor) -> torch.Tensor:
         levels: list[torch.Tensor] = []
         out = module.context(context, gates, levels)
@@ -65,7 +84,7 @@ class FocalContext(torch.autograd.Function):
         return (grad_in, torch.cat(grad_gates, 1), None, *grad_weights)
 
 
-def focal_context(module: nn.Module, context: torch.Tensor, gates: torch.Tensor
+def focal_context(module: FocalLevels, context: torch.Tensor, gates: torch.Tensor
                   ) -> torch.Tensor:
     """The gated sum of the context levels of FocalModulation ``module``
     (``module.context``), through :class:`FocalContext` where its

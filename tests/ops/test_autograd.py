@@ -1,5 +1,5 @@
 """FFNs keep only the pre-activation for the backward and recompute the
-activation (``recompute_act``, ``vattn_mm/ops/recompute.py``), focal
+activation (``recompute_act``, ``vattn_mm/ops/autograd.py``), focal
 modulation its levels' activations (``focal_recompute``), the blocks their
 pre-norm outputs (``recompute_norm``): same gradients, less saved."""
 import pytest
