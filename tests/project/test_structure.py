@@ -129,7 +129,9 @@ def _files_entered(model, x) -> dict[str, set[str]]:
     return seen
 
 
-@pytest.mark.parametrize('name', REGISTERED)
+# TokenPyramid's micro runs a different mixer in each stage (each adds its files);
+# with one mixer it is PVTv2, P2T or QuadTree, counted here
+@pytest.mark.parametrize('name', [n for n in REGISTERED if n != 'TokenPyramid'])
 def test_a_training_forward_stays_in_few_files(name):
     import torch
     model = build_micro(name).train()
