@@ -1,6 +1,9 @@
 """Every config in configs/ builds its model and runs forward + backward on a
 small CPU input (the pretrained checkpoint is not needed for that), and takes
-its backbone from one fragment in configs/_base_/backbones/.  Where the
+its backbone from one fragment in configs/_base_/backbones/.  A released
+variant's backbone has one block a stage here: its widths, so the wiring of
+neck and heads, stay what the config builds, and every variant is built at
+full depth against its official key list in tests/backbones.  Where the
 codebase a config needs (mmdet, mmseg, mmpretrain) is not installed, its
 backbone fragment builds and trains a step instead and the config's
 requirement error names the extra to install."""
@@ -21,7 +24,7 @@ from vattn_mm.utils.requires import MissingPackageError, require_config_scope
 
 from ..conftest import FULL_STACK_ENV, missing
 
-#: slow (every config builds its full-size model and trains one step)
+#: slow (every config builds its model and trains one step)
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +60,9 @@ def codebase(path: Path) -> str:
 
 
 def _by_codebase(paths: list) -> list:
-    return [pytest.param(p, id=_config_id(p), marks=pytest.mark.needs(codebase(p)))
+    # one worker a config: the tests of a config share its parsed file (load_config)
+    return [pytest.param(p, id=_config_id(p), marks=[pytest.mark.needs(codebase(p)),
+                                                     pytest.mark.xdist_group(_config_id(p))])
             for p in paths]
 
 
@@ -109,15 +114,18 @@ def cpu_budget(model_cfg: dict) -> dict:
 
 
 def one_block_a_stage(model_cfg: dict) -> dict:
-    """The backbone of ``model_cfg`` with one block a stage: for the sharded configs
-    (configs/_base_/fsdp.py), the largest variants, whose full-size CPU step takes minutes
-    and GBs (the four FSDP configs: 4 min 14 s, 6.8 GB peak on 2 busy cores). The widths,
-    so the neck's ``in_channels``, and ``with_cp`` stay what the config builds; the full
-    architectures are checked against the official key lists in tests/backbones."""
+    """The backbone of ``model_cfg`` with one block a stage where its arch is a
+    released variant with per-stage ``depths``.  The widths, so the neck's
+    ``in_channels``, and ``with_cp`` stay what the config builds; the full
+    architectures are built and checked against the official key lists in
+    tests/backbones.  (The sharded configs' variants, configs/_base_/fsdp.py,
+    take minutes and GBs for one full-size CPU step.)"""
     from mmengine.registry import MODELS
     backbone = model_cfg['backbone']
-    arch = MODELS.get(backbone['type']).arch_zoo[backbone['arch']]
-    backbone['arch'] = dict(arch, depths=[1] * len(arch['depths']))
+    if isinstance(backbone['arch'], str):
+        arch = MODELS.get(backbone['type']).arch_zoo[backbone['arch']]
+        if 'depths' in arch:
+            backbone['arch'] = dict(arch, depths=[1] * len(arch['depths']))
     return model_cfg
 
 
@@ -152,9 +160,7 @@ def test_config_builds_and_trains_one_step(path):
     with DefaultScope.overwrite_default_scope(scope):
         init_default_scope(scope)
         from mmengine.registry import MODELS
-        model_cfg = cpu_budget(strip_pretrained(cfg.model.to_dict()))
-        if cfg.get('strategy') is not None:
-            model_cfg = one_block_a_stage(model_cfg)
+        model_cfg = one_block_a_stage(cpu_budget(strip_pretrained(cfg.model.to_dict())))
         if 'data_preprocessor' in model_cfg and 'size' in model_cfg['data_preprocessor']:
             model_cfg['data_preprocessor']['size'] = (128, 160)
         model = MODELS.build(ConfigDict(model_cfg))
@@ -232,11 +238,8 @@ def test_backbone_fragment_builds_and_trains_where_its_codebase_is_missing(fragm
         pytest.skip('every config using this fragment builds in full '
                     '(test_config_builds_and_trains_one_step)')
     from mmengine.registry import MODELS
-    backbone_cfg = strip_pretrained(load_config(fragment).backbone.to_dict())
-    arch = backbone_cfg['arch']
-    arch = MODELS.get(backbone_cfg['type']).arch_zoo[arch] if isinstance(arch, str) else {}
-    if 'depths' in arch:   # a released variant with per-stage depths: one block a stage
-        backbone_cfg = one_block_a_stage(dict(backbone=backbone_cfg))['backbone']
+    backbone_cfg = one_block_a_stage(dict(
+        backbone=strip_pretrained(load_config(fragment).backbone.to_dict())))['backbone']
     backbone = MODELS.build(ConfigDict(backbone_cfg))
     backbone.init_weights()
     backbone.train()
