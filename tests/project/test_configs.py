@@ -66,9 +66,23 @@ def _by_codebase(paths: list) -> list:
             for p in paths]
 
 
+@pytest.fixture(scope='module', autouse=True)
+def _upstream_metafiles_read_once():
+    """For every upstream base (``mmdet::...``) of a config, mmengine first
+    looks for an experiment of that name in every metafile of the package,
+    about 90 YAML files (half a second), before it takes the path as a base
+    file; the configs here name a few dozen such bases, each many times.  In
+    this module each metafile is parsed once (mmengine only reads what it
+    parsed; the files are the installed package's)."""
+    from mmengine.config import utils
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(utils, 'load', functools.lru_cache(maxsize=None)(utils.load))
+        yield
+
+
 @functools.lru_cache(maxsize=None)
 def load_config(path: Path) -> Config:
-    """``Config.fromfile``, once per file (resolving mmdet / mmseg bases takes a second)."""
+    """``Config.fromfile``, once per file."""
     return Config.fromfile(str(path))
 
 
