@@ -1,7 +1,7 @@
-"""FFN schedules (``vattn_mm/ops/conv.py``, ``vattn_mm/ops/autograd.py``): ConvFFN training over groups of
-hidden channels (``ffn_hidden_groups``) and MLP inference in chunks of
-tokens (``mlp_inference_chunks``) give the plain FFN's values and
-gradients."""
+"""FFN schedules (``vattn_mm/ops/conv.py``, ``vattn_mm/ops/autograd.py``):
+ConvFFN training over groups of hidden channels (``ffn_hidden_groups``) and
+MLP inference in chunks of tokens (``mlp_inference_chunks``) give the plain
+FFN's values and gradients."""
 import pytest
 import torch
 
