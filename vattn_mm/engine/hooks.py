@@ -12,7 +12,7 @@ from mmengine.hooks import CheckpointHook, Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
-from ..backbones.loading import CheckpointMismatchError, LoadReport
+from ..backbones.loading import CheckpointMismatchError, LoadReport, extract_state_dict
 from ..utils.atomic_io import AtomicLocalBackend, atomic_write
 from ..utils.safe_load import URI_SCHEME, plain_message_hub, restore_message_hub
 from .finite import check_finite_weights
@@ -99,8 +99,7 @@ def check_checkpoint_fits(model, checkpoint: Mapping, source: Optional[str]) -> 
     """Raise :class:`~vattn_mm.backbones.CheckpointMismatchError` unless the
     whole-model ``checkpoint`` (read from ``source``) fits ``model`` (or the
     model a wrapper holds) key by key and shape by shape."""
-    sd = checkpoint.get('state_dict', checkpoint)
-    sd = {k.removeprefix('module.'): v for k, v in sd.items()}
+    sd = extract_state_dict(checkpoint, prefix='')   # the whole model: no prefix selected
     model = model.module if is_model_wrapper(model) else model
     report = LoadReport.compare(sd, model.state_dict(), 'whole-model')
     if not report.ok:
