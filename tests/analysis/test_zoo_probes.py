@@ -47,10 +47,12 @@ def test_probe_refusals():
         get_probe('long_range').sample(0, 1, 64)
 
 
-def test_long_range_label_is_the_far_cue():
+@pytest.mark.parametrize('name, min_gap', [('long_range', LONG_RANGE_GAP),
+                                           ('long_range_far', 80)])
+def test_long_range_label_is_the_far_cue(name, min_gap):
     """Every object pixel's class is 1 + the index of the cue band's colour,
-    and no object pixel lies within LONG_RANGE_GAP pixels of the band."""
-    probe = get_probe('long_range')
+    and no object pixel lies within the probe's gap of the band."""
+    probe = get_probe(name)
     x, y = probe.sample(0, 24)
     side = probe.train_side
     for image, label in zip(x, y):
@@ -63,20 +65,43 @@ def test_long_range_label_is_the_far_cue():
         assert set(np.unique(label[label > 0])) == {1 + hits[0]}
         columns = np.argwhere(label > 0)[:, 1]
         gap = np.abs(columns[:, None] - np.unique(band[:, 1])[None]).min()
-        assert gap >= LONG_RANGE_GAP
+        assert gap >= min_gap
         # the objects' own pixels do not tell the class: one grey level each
         rgb = image[:, label > 0]
         assert np.allclose(rgb[0], rgb[1]) and np.allclose(rgb[1], rgb[2])
 
 
-def test_resolution_keeps_pixel_size_and_density():
+@pytest.mark.parametrize('name', ['resolution', 'resolution_small'])
+def test_resolution_keeps_pixel_size_and_density(name):
     """At 4x the pixels the objects keep their pixel size (density constant):
     the foreground fraction is about the same, the object count ~4x."""
-    probe = get_probe('resolution')
+    probe = get_probe(name)
     small = probe.sample(0, 64, 64, split='eval')[1]
     large = probe.sample(0, 64, 128, split='eval')[1]
     frac = [(y > 0).mean() for y in (small, large)]
     assert 0.7 < frac[1] / frac[0] < 1.4
+
+
+def test_variants_ask_their_base_question_again():
+    """Each base probe has a variant; a variant keeps its base's classes and
+    changes the geometry (drawing or sides) or the schedule as it says."""
+    from vattn_mm.analysis.zoo.probes import variants_of
+    bases = [p for p in PROBES.values() if not p.varies]
+    assert all(variants_of(p.name) for p in bases)
+    for v in (p for p in PROBES.values() if p.varies):
+        base = get_probe(v.varies)
+        assert v.classes == base.classes and v.name.startswith(base.name + '_')
+        assert (v.draw, v.train_side, v.schedule) != (base.draw, base.train_side, base.schedule)
+    assert get_probe('scale_range_large').train_side == 160
+    assert probe_steps(get_probe('long_range_long'), SCALES['cpu']) == 1200
+    # smaller shapes: their connected pieces are less than half as large
+    from scipy import ndimage
+    sizes = []
+    for name in ('resolution', 'resolution_small'):
+        pieces = [np.bincount(ndimage.label(y > 0)[0].ravel())[1:]
+                  for y in get_probe(name).sample(0, 32)[1]]
+        sizes.append(np.concatenate(pieces).mean())
+    assert sizes[1] < 0.5 * sizes[0]
 
 
 def _marked_objects(name: str, n: int):
@@ -130,14 +155,16 @@ def test_scale_range_lengths_are_uniform():
     assert min(lengths) <= 8 and max(lengths) >= 0.85 * side
 
 
-def test_fine_structure_is_one_thin_marked_arc():
-    """One arc an image, thin (an erosion by a 5x5 square removes it all),
+@pytest.mark.parametrize('name, reach', [('fine_structure', 2), ('fine_structure_thin', 1)])
+def test_fine_structure_is_one_thin_marked_arc(name, reach):
+    """One arc an image, thin (an erosion by a square of side 2 * reach + 1
+    removes it all: 5 px for the base arcs, 3 px for the thin variant's),
     its class the colour of about ARC_MARK of it; every class occurs."""
     classes, fractions = set(), []
-    for label, obj, mark in _marked_objects('fine_structure', 24):
+    for label, obj, mark in _marked_objects(name, 24):
         eroded = obj.copy()
-        for dy in range(-2, 3):
-            for dx in range(-2, 3):
+        for dy in range(-reach, reach + 1):
+            for dx in range(-reach, reach + 1):
                 eroded &= np.roll(np.roll(obj, dy, 0), dx, 1)
         assert not eroded.any()
         classes.add(int(label.max()))
@@ -216,8 +243,9 @@ def test_holm_correction_withholds_marginal_claims():
 
 
 # ------------------------------------------------------------------ designs, runs
-def test_designs_of_both_axes():
+def test_designs_of_every_axis():
     assert 'mixer:swin' in designs('mixer') and len(designs('position')) == 32
+    assert len(designs('window')) == 9
     swin = design_backbone('mixer:swin', SCALES['cpu'])
     assert len(swin['mixer']) == 2 and swin['arch']['depths'] == [1, 1]
     absolute = design_backbone('position:absolute+overlap', SCALES['cpu'])
@@ -225,13 +253,62 @@ def test_designs_of_both_axes():
     assert absolute['ffn'] == dict(type='MLP')
     assert design_backbone('position:convffn+ceit', SCALES['cpu'])['ffn'] == dict(type='ConvFFN')
     assert design_backbone('position:lepe+overlap', SCALES['cpu'])['mixer']['lepe'] is True
+    # windows half the 64 px grid; MViTv2's tables sized for it
+    table = design_backbone('window:swin_fixed+table', SCALES['cpu'])
+    assert [(m['window_size'], m['position_bias']) for m in table['mixer']] == [(8, 'table'),
+                                                                                (4, 'table')]
+    cpe = design_backbone('window:swin+cpe', SCALES['cpu'])
+    assert cpe['position'] == dict(type='ConvPosEnc') and cpe['mixer'][0]['position_bias'] == 'none'
+    mvit = design_backbone('window:mvit+decomposed', SCALES['cpu'])['mixer']
+    assert [(m['input_size'], m['stride_kv'], m['rel_pos']) for m in mvit] == [(16, 4, True),
+                                                                               (8, 2, True)]
     for bad, match in (('mixer:nope', 'unknown zoo variant'), ('pos:x', 'bad design'),
                        ('position:none+nope', 'unknown tokeniser'),
-                       ('position:nope+overlap', 'unknown position')):
+                       ('position:nope+overlap', 'unknown position'),
+                       ('window:swin+rope', 'unknown window design')):
         with pytest.raises(ValueError, match=match):
             design_backbone(bad, SCALES['cpu'])
     with pytest.raises(ValueError, match='unknown position encodings'):
         designs('position', positions=['nope'])
+
+
+def test_growing_windows_at_a_new_side():
+    """``window:swin+...`` evaluates a copy whose windows grow with the side
+    (8 / 4 at 64 px -> 16 / 8 at 128, 11 / 6 at 88); ``swin_fixed`` and the
+    trained network keep theirs."""
+    import torch
+
+    from vattn_mm.analysis.zoo.probe_study import build_probe_net, model_at_side
+    from vattn_mm.layers import ShiftedWindowAttention
+
+    def windows(net):
+        return [m.window_size for m in net.modules() if isinstance(m, ShiftedWindowAttention)]
+    torch.manual_seed(0)
+    for design, grown in (('window:swin+table', [[8, 4], [11, 6], [16, 8]]),
+                          ('window:swin_fixed+table', [[8, 4]] * 3)):
+        net = build_probe_net(design_backbone(design, SCALES['cpu']), 4, 8).eval()
+        assert [windows(model_at_side(net, design, 64, s)) for s in (64, 88, 128)] == grown
+        assert windows(net) == [8, 4] and model_at_side(net, design, 64, 64) is net
+
+
+def test_the_cpu_study_plan():
+    """The CPU scale leaves scale_range (and its variant) to the GPU scale and
+    runs on a variant only the designs of its base's claims; the GPU scale
+    runs everything."""
+    from vattn_mm.analysis.zoo.probe_study import CPU_VARIANT_DESIGNS, axis_probes, planned
+    assert axis_probes('mixer') == ['long_range', 'long_range_far', 'long_range_long',
+                                    'scale_range', 'scale_range_large', 'fine_structure',
+                                    'fine_structure_thin']
+    assert axis_probes('window') == ['resolution', 'resolution_small']
+    assert planned('mixer:sra', 'long_range', 'cpu') and planned('mixer:sra', 'long_range_long',
+                                                                 'cpu')
+    assert not planned('mixer:sra', 'long_range_far', 'cpu')
+    assert not planned('mixer:global', 'scale_range', 'cpu')
+    assert all(planned(d, p, 'gpu') for p in PROBES for d in designs('mixer'))
+    for variant, chosen in CPU_VARIANT_DESIGNS.items():
+        axis = chosen[0].partition(':')[0]
+        assert variant in axis_probes(axis) and get_probe(variant).varies
+        assert set(chosen) <= {d for a in ('mixer', 'position', 'window') for d in designs(a)}
 
 
 def test_run_is_reproducible_and_learns():
@@ -288,7 +365,7 @@ def _runs(a_mean, b_mean):
 def test_report_tables_and_figures(tmp_path):
     runs = _runs(0.22, 0.88) + [ProbeRun('mixer:swin', 'scale_range', 0, error='boom')]
     text = probe_report(runs, 'set-up')
-    assert '| long_range |' in text and '| swin / global |' in text and '| yes |' in text
+    assert '| long_range |' in text and '| mixer:swin / mixer:global |' in text and '| yes |' in text
     assert 'global > swin' in text and '⚠3 trivial' in text       # swin never found the discs
     assert '| absolute | 0.600 -> 0.501 ±' in text and 'cpe+overlap > absolute+overlap' in text
     assert '| mixer | params | long_range (rank) |' in text     # no mixer ran resolution
@@ -324,18 +401,52 @@ def test_report_main_effects_of_the_grid():
     assert any(x.startswith('* **position encoding** (8 levels') for x in text.splitlines())
 
 
+def test_report_window_axis_and_claims_across_geometries(tmp_path):
+    """The window table at every side, its discrimination pair, and each
+    base claim's fate on the variants: held, lost (named with the variant
+    and what happened), or not run there."""
+    rng = np.random.default_rng(3)
+    means = {'resolution': {'window:swin+table': 0.55, 'window:swin+convffn': 0.72,
+                            'window:mvit+none': 0.60},
+             'resolution_small': {'window:swin+table': 0.50, 'window:swin+convffn': 0.70,
+                                  'window:mvit+none': 0.76}}
+    runs = []
+    for probe, designs_ in means.items():
+        for design, mean in designs_.items():
+            for seed in range(3):
+                v = {s: float(mean + rng.normal(0, 0.005)) for s in ('64', '88', '128')}
+                runs.append(ProbeRun(design, probe, seed, v, {}, {'64': 0.8}))
+    text = probe_report(runs, 'set-up')
+    assert '| swin | table | 0.5' in text and 'on resolution_small: mIoU' in text
+    assert '| resolution | shapes' in text and 'window:swin+table / window:swin+convffn' in text
+    line = next(x for x in text.splitlines() if x.startswith('* **resolution, window axis'))
+    assert ('of 3 claims, 2 held on every variant that ran both: swin+convffn > swin+table, '
+            'mvit+none > swin+table; 1 did not: swin+convffn > mvit+none (resolution_small: '
+            'reversed).') in line
+    assert 'zoo_window.png' in {p.name for p in plot_probes(runs, tmp_path)}
+
+
+def test_claim_fate():
+    from vattn_mm.analysis.zoo.ranking import Claim, claim_fate
+    supported = [Claim('a', 'b', 0.1, 0.01)]
+    assert claim_fate('a', 'b', supported, 'abc') == 'held'
+    assert claim_fate('b', 'a', supported, 'abc') == 'reversed'
+    assert claim_fate('a', 'c', supported, 'abc') == 'not separated'
+    assert claim_fate('a', 'd', supported, 'abc') == 'not run'
+
+
 @pytest.mark.parametrize('scale', ['cpu', 'gpu'])
 def test_every_design_builds_and_runs(scale):
-    """Every design of both axes at both scales builds and maps an image of
+    """Every design of every axis at both scales builds and maps an image of
     each probe's sides to per-pixel logits (a design that cannot is caught
     here, not in an hour-long study)."""
     import torch
 
-    from vattn_mm.analysis.zoo.probe_study import AXES, build_probe_net
+    from vattn_mm.analysis.zoo.probe_study import AXES, axis_probes, build_probe_net
     s = SCALES[scale]
     torch.manual_seed(0)
-    for axis, probes in AXES.items():
-        sides = sorted({side for p in probes for side in get_probe(p).eval_sides})
+    for axis in AXES:
+        sides = sorted({side for p in axis_probes(axis) for side in get_probe(p).eval_sides})
         for design in designs(axis):
             net = build_probe_net(design_backbone(design, s), 3, 8).eval()
             for side in sides:

@@ -86,7 +86,7 @@ def test_report_from_earlier_runs(tmp_path):
 def test_probe_report_merges_a_rerun(tmp_path):
     """``--parts probes --report-from FULL RERUN``: a run (design, probe,
     seed) comes from the last directory that has it; the set-up line names
-    scale_range's longer schedule."""
+    the longer schedule and what the CPU scale leaves to the GPU's."""
     from vattn_mm.analysis.zoo.probe_study import ProbeRun
     dirs = []
     for name, score, probes in (('full', 0.3, ('long_range', 'scale_range')),
@@ -104,7 +104,9 @@ def test_probe_report_merges_a_rerun(tmp_path):
         (p, s) for p in ('long_range', 'scale_range') for s in range(3)}
     assert {r.probe: next(iter(r.scores.values())) for r in runs} == {'long_range': 0.3,
                                                                       'scale_range': 0.9}
-    assert '600 AdamW steps (scale_range: 900)' in (out / 'zoo_probes.md').read_text()
+    setup = (out / 'zoo_probes.md').read_text().splitlines()[0]
+    assert '600 AdamW steps (long_range_long: 1200)' in setup
+    assert 'scale_range, scale_range_large at the gpu scale only' in setup
 
 
 def _zoo(*args, timeout=600):
@@ -113,18 +115,22 @@ def _zoo(*args, timeout=600):
 
 
 def test_probe_study_quick_end_to_end(tmp_path):
-    """``--parts probes --quick``: both axes (a subset), every run in the CSV,
-    the report between the page's probe markers, both figures."""
+    """``--parts probes --quick``: every axis (a subset) on a base probe and
+    its variant, every run in the CSV, the report between the page's probe
+    markers, the figures."""
     out, page = tmp_path / 'probes', tmp_path / 'zoo.md'
     page.write_text('# zoo\n<!-- zoo:probes -->\nold\n<!-- /zoo:probes -->\ntail\n')
     res = _zoo('--parts', 'probes', '--quick', '--variants', 'swin', 'global', '--probes',
-               'long_range', 'resolution', '--positions', 'none', 'absolute', '--tokenisers',
-               'overlap', '--out-dir', str(out), '--docs', str(page))
+               'long_range', 'resolution', 'resolution_small', '--positions', 'none',
+               'absolute', '--tokenisers', 'overlap', '--windows', 'swin+table',
+               '--out-dir', str(out), '--docs', str(page))
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     runs = read_probe_csv(out / 'zoo_probes.csv')
     assert sorted((r.design, r.probe, r.seed) for r in runs) == sorted(
         [(f'mixer:{v}', 'long_range', s) for v in ('swin', 'global') for s in (0, 1)]
-        + [(f'position:{p}+overlap', 'resolution', s) for p in ('none', 'absolute')
+        + [(f'position:{p}+overlap', r, s) for p in ('none', 'absolute')
+           for r in ('resolution', 'resolution_small') for s in (0, 1)]
+        + [('window:swin+table', r, s) for r in ('resolution', 'resolution_small')
            for s in (0, 1)])
     assert all(not r.error and r.peak_rss_mib > 0 and set(r.scores) == set(r.trivial)
                for r in runs)
@@ -132,6 +138,7 @@ def test_probe_study_quick_end_to_end(tmp_path):
     assert '\nold\n' not in text and text.endswith('tail\n') and '**Token mixers**' in text
     assert '![zoo_capability](zoo_capability.png)' in text
     assert (tmp_path / 'zoo_resolution.png').stat().st_size > 0
+    assert '![zoo_window](zoo_window.png)' in text and '**Across geometries' in text
     assert not (out / 'zoo_speed.csv').exists()      # only the part asked for ran
 
 

@@ -143,11 +143,62 @@ def test_swin_alternates_shift_in_a_pyramid():
     assert build_mixer(dict(type='ShiftedWindowAttention'), 8, 2, block=5).shift_size == 3
 
 
+@pytest.mark.parametrize('shift', [0, 2])
+def test_swin_without_position_bias(shift):
+    """``position_bias='none'``: the attention of a zero table, no parameters for it."""
+    torch.manual_seed(0)
+    plain = ShiftedWindowAttention(12, 3, window_size=4, shift_size=shift, position_bias='none')
+    assert not any('relative' in k for k in plain.state_dict())
+    table = ShiftedWindowAttention(12, 3, window_size=4, shift_size=shift)
+    table.load_state_dict({**plain.state_dict(),
+                           'relative_position_bias_table': torch.zeros(49, 3)})
+    x = torch.randn(2, 6 * 7, 12)
+    assert_matches(plain(x, (6, 7)), table(x, (6, 7)), 'output')
+
+
+@pytest.mark.parametrize('shift', [0, 2])
+def test_swin_resize_window_moves_a_trained_table(shift):
+    """A table moved from 4 x 4 to 8 x 8 windows is resized bicubically
+    (constant heads stay constant) and the module then computes window
+    attention at the new window (the literal reference), shift scaled."""
+    torch.manual_seed(0)
+    m = ShiftedWindowAttention(12, 3, window_size=4, shift_size=shift)
+    with torch.no_grad():
+        m.relative_position_bias_table.normal_()
+        m.relative_position_bias_table[:, 0] = 0.7
+    m(torch.randn(1, 8 * 8, 12), (8, 8))            # a cached mask of the old window
+    m.resize_window(8)
+    assert (m.window_size, m.shift_size) == (8, 2 * shift)
+    assert m.relative_position_bias_table.shape == (15 * 15, 3)
+    torch.testing.assert_close(m.relative_position_bias_table[:, 0], torch.full((225,), 0.7))
+    assert_same_grads(m, torch.randn(2, 10 * 12, 12), swin_reference, (10, 12))
+    with pytest.raises(ValueError, match='window_size must be an int >= 1'):
+        m.resize_window(0)
+
+
+def test_swin_resize_window_evaluates_the_cpb_at_new_offsets():
+    """Swin v2's transfer: the CPB of a 4 x 4 window moved to 8 x 8 equals a
+    CPB built for window 8 with ``pretrained_window_size=4`` and the same MLP."""
+    torch.manual_seed(0)
+    m = ShiftedWindowAttention(12, 3, window_size=4, position_bias='cpb', cpb_hidden_dims=16)
+    moved = ShiftedWindowAttention(12, 3, window_size=8, position_bias='cpb',
+                                   pretrained_window_size=4, cpb_hidden_dims=16)
+    moved.load_state_dict(m.state_dict())
+    m.resize_window(8)
+    x = torch.randn(1, 16 * 16, 12)
+    torch.testing.assert_close(m(x, (16, 16)), moved(x, (16, 16)), rtol=0, atol=0)
+    m.resize_window(4)                                # and back: the trained window's offsets
+    fresh = ShiftedWindowAttention(12, 3, window_size=4, position_bias='cpb', cpb_hidden_dims=16)
+    fresh.load_state_dict(m.state_dict())
+    torch.testing.assert_close(m(x, (16, 16)), fresh(x, (16, 16)), rtol=0, atol=0)
+
+
 @pytest.mark.parametrize('kwargs, message', [
     (dict(embed_dims=10, num_heads=3), 'not divisible by num_heads'),
     (dict(window_size=0), 'window_size must be >= 1'),
     (dict(window_size=7, shift_size=7), 'shift_size must be'),
     (dict(shift_size='alternate'), 'shift_size must be'),
+    (dict(position_bias='rope'), "position_bias='rope'"),
 ])
 def test_swin_bad_arguments(kwargs, message):
     args = {**dict(embed_dims=12, num_heads=3), **kwargs}

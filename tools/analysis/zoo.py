@@ -30,7 +30,8 @@ from bench_workers import CaseWorkers
 
 from vattn_mm.analysis.bench import device_problem
 from vattn_mm.analysis.zoo import matching_table, variants
-from vattn_mm.analysis.zoo.probe_study import AXES, POSITION_ENCODINGS, TOKENISERS
+from vattn_mm.analysis.zoo.probe_study import (AXES, POSITION_ENCODINGS, TOKENISERS,
+                                               WINDOW_DESIGNS)
 from vattn_mm.analysis.zoo.probes import PROBES
 from vattn_mm.analysis.zoo.study import (FULL_SIZES, FULL_TRAIN_ITERS, FULL_TRAIN_MAX_SIZE,
                                          QUICK_SIZES, run_study)
@@ -49,14 +50,19 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='probe study size: cpu (fits 90 min on 2 cores) or gpu (wider, '
                              'longer; --device cuda)')
     parser.add_argument('--axes', nargs='+', choices=tuple(AXES), default=list(AXES),
-                        help='probe study axes: mixer (each variant) and position (encoding x '
-                             'tokeniser with global attention)')
+                        help='probe study axes: mixer (each variant), position (encoding x '
+                             'tokeniser with global attention) and window (position terms in '
+                             'windowed and pooling attention)')
     parser.add_argument('--probes', nargs='+', choices=tuple(PROBES), default=list(PROBES),
-                        help='probes to run (each axis runs its own)')
+                        help='probes to run (each axis runs its own and their variants, as '
+                             'the scale plans)')
     parser.add_argument('--positions', nargs='+', choices=POSITION_ENCODINGS,
                         default=list(POSITION_ENCODINGS), help='position axis: encodings')
     parser.add_argument('--tokenisers', nargs='+', choices=tuple(TOKENISERS),
                         default=list(TOKENISERS), help='position axis: tokenisers')
+    parser.add_argument('--windows', nargs='+', choices=WINDOW_DESIGNS,
+                        default=list(WINDOW_DESIGNS),
+                        help='window axis: attention + position term')
     parser.add_argument('--probe-seeds', nargs='+', type=int,
                         help='probe seeds (default 0 1 2; quick: 0 1)')
     parser.add_argument('--probe-memory-mib', type=float, default=4096,

@@ -17,8 +17,8 @@ from .tokens import Size, init_position_bias_, needs_padding, pad_to_multiple
 
 #: logit added between tokens of different regions of the shifted map (Swin's value, not -inf)
 REGION_MASK_VALUE = -100.0
-#: how the relative position bias is made: a learned table (Swin) or the CPB MLP (Swin v2)
-POSITION_BIASES = ('table', 'cpb')
+#: how the relative position bias is made: a learned table (Swin), the CPB MLP (Swin v2), or none
+POSITION_BIASES = ('table', 'cpb', 'none')
 #: Swin v2: the largest bias the CPB gives (``16 * sigmoid``) and the coordinate range +-8
 CPB_BIAS_RANGE = 16.
 CPB_COORD_RANGE = 8.
@@ -153,7 +153,7 @@ class ShiftedWindowAttention(nn.Module):
             self.relative_position_bias_table = nn.Parameter(
                 torch.zeros((2 * window_size - 1) ** 2, num_heads))
             init_position_bias_(self.relative_position_bias_table)
-        else:
+        elif position_bias == 'cpb':
             self.pretrained_window_size = pretrained_window_size
             self.cpb_mlp = nn.Sequential(nn.Linear(2, cpb_hidden_dims), nn.ReLU(inplace=True),
                                          nn.Linear(cpb_hidden_dims, num_heads, bias=False))
@@ -200,12 +200,43 @@ class ShiftedWindowAttention(nn.Module):
                 hw, self.window_size, self.shift_size).unsqueeze(1).to(device)
         return self._masks[key]
 
-    def bias_table(self) -> torch.Tensor:
+    def bias_table(self) -> Optional[torch.Tensor]:
         """((2M-1)^2, heads) bias of every relative offset: the learned table,
-        or ``16 * sigmoid`` of the CPB MLP of the log-spaced offsets."""
+        ``16 * sigmoid`` of the CPB MLP of the log-spaced offsets, or None."""
         if self.position_bias == 'table':
             return self.relative_position_bias_table
-        return CPB_BIAS_RANGE * torch.sigmoid(self.cpb_mlp(self.relative_coords_table))
+        if self.position_bias == 'cpb':
+            return CPB_BIAS_RANGE * torch.sigmoid(self.cpb_mlp(self.relative_coords_table))
+        return None
+
+    @torch.no_grad()
+    def resize_window(self, window_size: int) -> None:
+        """Move the trained attention to ``window_size`` windows, as Swin and
+        Swin v2 move a model to larger windows: the table is resized
+        bicubically from (2M-1)^2 to (2M'-1)^2 offsets (official Swin's
+        ``load_pretrained``); the CPB is evaluated at the new offsets,
+        normalised by the trained window (Swin v2's
+        ``pretrained_window_size``).  A shift scales with the window."""
+        if not isinstance(window_size, int) or window_size < 1:
+            raise ValueError(f'ShiftedWindowAttention: window_size must be an int >= 1, '
+                             f'got {window_size!r}')
+        old, device = self.window_size, self.relative_position_index.device
+        if self.position_bias == 'table':
+            table = self.relative_position_bias_table
+            grid = table.t().reshape(1, self.num_heads, 2 * old - 1, 2 * old - 1)
+            resized = F.interpolate(grid, size=(2 * window_size - 1,) * 2, mode='bicubic',
+                                    align_corners=False)
+            self.relative_position_bias_table = nn.Parameter(
+                resized.reshape(self.num_heads, -1).t().contiguous(),
+                requires_grad=table.requires_grad)
+        elif self.position_bias == 'cpb':
+            self.pretrained_window_size = self.pretrained_window_size or old
+            self.relative_coords_table = log_spaced_relative_coords(
+                window_size, self.pretrained_window_size).to(device)
+        self.shift_size = self.shift_size * window_size // old
+        self.window_size = window_size
+        self.relative_position_index = relative_position_index(window_size).to(device)
+        self._masks.clear()
 
     def forward(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
         b, n, c = x.shape
@@ -224,12 +255,15 @@ class ShiftedWindowAttention(nn.Module):
         a = self.attn_dims
         q, k, v = self.qkv(windows).view(-1, m * m, 3, self.num_heads, a // self.num_heads) \
             .permute(2, 0, 3, 1, 4)  # each (B * windows, heads, M*M, d)
-        bias = self.bias_table()[self.relative_position_index].permute(2, 0, 1)
+        table = self.bias_table()
+        bias = None if table is None else table[self.relative_position_index].permute(2, 0, 1)
         if s:
             # (windows, heads, M*M, M*M) repeated over the batch (windows are batch-major)
-            bias = (bias + self.region_mask((hp, wp), x.device).to(bias.dtype)).repeat(b, 1, 1, 1)
+            mask = self.region_mask((hp, wp), x.device)
+            bias = (mask.to(q.dtype) if bias is None else bias + mask.to(bias.dtype)).repeat(
+                b, 1, 1, 1)
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=bias.to(q.dtype), scale=self.scale,
+            q, k, v, attn_mask=None if bias is None else bias.to(q.dtype), scale=self.scale,
             dropout_p=self.attn_drop if self.training else 0.)
         # (B * windows, heads, M*M, d) -> (B, Hp, Wp, A)
         out = out.transpose(1, 2).reshape(b, hg, wg, m, m, a).transpose(2, 3).reshape(b, hp, wp, a)

@@ -1,6 +1,7 @@
-"""The zoo's probe study (docs/zoo.md, "Probes"): the designs of two axes
+"""The zoo's probe study (docs/zoo.md, "Probes"): the designs of three axes
 (token mixer with the rest fixed; position encoding x tokenisation with
-global attention), the probe network (the skeleton's first two stages and a
+global attention; position terms inside windowed and pooling attention),
+what each scale runs, the probe network (the skeleton's first two stages and a
 linear per-pixel head), one training run, the runs' CSV and their tables.
 
 A run trains from scratch on freshly drawn batches of a probe
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from .probes import PROBES, confusion, get_probe, mean_iou, trivial_miou
+from .probes import confusion, get_probe, mean_iou, trivial_miou, variants_of
 from .variants import scale_widths, variant_backbone, variants
 
 #: the probe network's skeleton: the macro architecture's first two stages
@@ -44,9 +45,10 @@ SCALES = {
     # the test suite's: a few steps, to exercise everything
     'smoke': Scale(CPU_ARCH, iters=3, batch=2, lr=2e-3, eval_images=2, head_dims=8),
 }
-#: the study's two axes: the probes each one runs (resolution transfer is the
-#: position axis's question)
-AXES = {'mixer': ('long_range', 'scale_range', 'fine_structure'), 'position': ('resolution',)}
+#: the study's axes: the base probes each one runs, with their variants
+#: (resolution transfer is the position and window axes' question)
+AXES = {'mixer': ('long_range', 'scale_range', 'fine_structure'), 'position': ('resolution',),
+        'window': ('resolution',)}
 #: the position axis: tokenisers (backbone settings) and position encodings
 TOKENISERS = {
     'overlap': dict(patch_embed=dict(type='OverlapPatchEmbed')),
@@ -55,13 +57,53 @@ TOKENISERS = {
     'ceit': dict(stem=dict(type='CeiTImageToTokens', hidden_dims=16)),
 }
 POSITION_ENCODINGS = ('none', 'absolute', 'sincos', 'peg', 'cpe', 'pa', 'lepe', 'convffn')
-#: the designs each probe is first shown to separate (docs/zoo.md, pilot)
+#: the window axis: an attention (Swin windows that grow with the image,
+#: Swin windows of a fixed size, MViTv2 pooling) + the position term inside
+#: it, or a convolutional one beside it (``cpe``, ``convffn``)
+WINDOW_DESIGNS = ('swin+none', 'swin+table', 'swin+cpb', 'swin+cpe', 'swin+convffn',
+                  'swin_fixed+none', 'swin_fixed+table', 'mvit+none', 'mvit+decomposed')
+#: per probe, the known pairs each axis must first separate (docs/zoo.md, "Probes")
 DISCRIMINATION_PAIRS = {
-    'resolution': ('position:absolute+overlap', 'position:cpe+overlap'),
-    'long_range': ('mixer:swin', 'mixer:global'),
-    'scale_range': ('mixer:swin', 'mixer:global'),
-    'fine_structure': ('mixer:swin', 'mixer:global'),
+    'resolution': (('position:absolute+overlap', 'position:cpe+overlap'),
+                   ('window:swin+table', 'window:swin+convffn')),
+    'long_range': (('mixer:swin', 'mixer:global'),),
+    'scale_range': (('mixer:swin', 'mixer:global'),),
+    'fine_structure': (('mixer:swin', 'mixer:global'),),
 }
+#: probes the CPU study leaves to the GPU scale: ``scale_range`` ranks no
+#: pair at the CPU scale and costs a third of its time
+GPU_ONLY_PROBES = ('scale_range', 'scale_range_large')
+#: the designs a variant re-runs at the CPU scale: those of its base probe's
+#: supported claims and discrimination pair (the long schedule: the designs
+#: whose seeds split at 600 steps, and ``swin``); the GPU scale runs every
+#: design of the axis on every variant
+_LOCAL = ('swin', 'dilated', 'focal', 'hilo', 'p2t')
+CPU_VARIANT_DESIGNS = {
+    'resolution_small': tuple(f'position:{p}+{t}' for t in ('overlap', 'convstem')
+                              for p in ('none', 'absolute', 'sincos', 'cpe', 'convffn'))
+    + tuple(f'window:{w}' for w in WINDOW_DESIGNS),
+    'long_range_far': tuple(f'mixer:{v}' for v in ('global', 'rest', 'litemla') + _LOCAL),
+    'long_range_long': tuple(f'mixer:{v}' for v in (
+        'sra', 'agent', 'external', 'mvit', 'quadtree_b', 'sra_linear', 'sra_peg', 'swin')),
+    'fine_structure_thin': tuple(f'mixer:{v}' for v in (
+        'global', 'swin', 'dilated', 'focal', 'p2t', 'mvit', 'rest', 'sra_peg')),
+}
+
+
+def axis_probes(axis: str) -> list[str]:
+    """The probes of ``axis``: each base probe, then its variants."""
+    return [q for p in AXES[axis] for q in (p, *variants_of(p))]
+
+
+def planned(design: str, probe: str, scale: str) -> bool:
+    """Whether the study at ``scale`` runs ``design`` on ``probe`` (the CPU
+    scale leaves :data:`GPU_ONLY_PROBES` out and runs a variant's
+    :data:`CPU_VARIANT_DESIGNS` only)."""
+    if scale != 'cpu':
+        return True
+    if probe in GPU_ONLY_PROBES:
+        return False
+    return design in CPU_VARIANT_DESIGNS.get(probe, (design,))
 
 
 def mixer_design(variant: str, arch: dict) -> dict:
@@ -96,11 +138,57 @@ def position_design(position: str, tokeniser: str, arch: dict, train_side: int) 
     return cfg
 
 
+def window_design(name: str, arch: dict, train_side: int) -> dict:
+    """One of :data:`WINDOW_DESIGNS` on the position axis's frame (MLP FFN,
+    overlapping patches): Swin windows half the training grid's side (2 x 2
+    windows; ``swin_fixed`` keeps that size at every side, ``swin`` grows
+    them with the image, :func:`model_at_side`) or MViTv2 pooling attention
+    (keys and values pooled by 4 and 2, its tables sized for the training
+    grid and resized linearly to another)."""
+    if name not in WINDOW_DESIGNS:
+        raise ValueError(f'unknown window design {name!r}; choose from {WINDOW_DESIGNS}')
+    attention, _, term = name.partition('+')
+    grids = [math.ceil(train_side / (4 * 2 ** i)) for i in range(len(arch['depths']))]
+    cfg = dict(type='TokenPyramid', ffn=dict(type='MLP'), **TOKENISERS['overlap'])
+    if attention == 'mvit':
+        cfg['mixer'] = [dict(type='MultiScalePoolingAttention', stride_kv=(4, 2, 1, 1)[i],
+                             input_size=g, rel_pos=term == 'decomposed')
+                        for i, g in enumerate(grids)]
+        return cfg
+    bias = term if term in ('table', 'cpb') else 'none'
+    cfg['mixer'] = [dict(type='ShiftedWindowAttention', window_size=g // 2, position_bias=bias)
+                    for g in grids]
+    if term == 'cpe':
+        cfg['position'] = dict(type='ConvPosEnc')
+    elif term == 'convffn':
+        cfg['ffn'] = dict(type='ConvFFN')
+    return cfg
+
+
+def model_at_side(net, design: str, train_side: int, side: int):
+    """The trained ``net`` as it runs at ``side``: itself, or for the
+    growing-window designs (``window:swin+...``) a copy whose windows are
+    scaled by ``side / train_side`` (the table resized bicubically, the CPB
+    evaluated at the new offsets: :meth:`ShiftedWindowAttention.resize_window`)."""
+    if side == train_side or not design.startswith('window:swin+'):
+        return net
+    import copy
+
+    from vattn_mm.layers import ShiftedWindowAttention
+    net = copy.deepcopy(net)
+    for module in net.modules():
+        if isinstance(module, ShiftedWindowAttention):
+            module.resize_window(max(1, round(module.window_size * side / train_side)))
+    return net
+
+
 def designs(axis: str, variants_: Optional[Sequence[str]] = None,
             positions: Sequence[str] = POSITION_ENCODINGS,
-            tokenisers: Sequence[str] = tuple(TOKENISERS)) -> list[str]:
+            tokenisers: Sequence[str] = tuple(TOKENISERS),
+            windows: Sequence[str] = WINDOW_DESIGNS) -> list[str]:
     """Names ``'<axis>:<design>'`` of an axis: the zoo variants (or
-    ``variants_``), or every pair of ``positions`` x ``tokenisers``."""
+    ``variants_``), every pair of ``positions`` x ``tokenisers``, or
+    ``windows`` (of :data:`WINDOW_DESIGNS`)."""
     if axis == 'mixer':
         return [f'mixer:{v}' for v in (variants_ or variants())]
     if axis == 'position':
@@ -110,12 +198,18 @@ def designs(axis: str, variants_: Optional[Sequence[str]] = None,
             raise ValueError(f'unknown position encodings / tokenisers {unknown}; choose from '
                              f'{POSITION_ENCODINGS} / {tuple(TOKENISERS)}')
         return [f'position:{p}+{t}' for t in tokenisers for p in positions]
+    if axis == 'window':
+        unknown = sorted(set(windows) - set(WINDOW_DESIGNS))
+        if unknown:
+            raise ValueError(f'unknown window designs {unknown}; choose from {WINDOW_DESIGNS}')
+        return [f'window:{w}' for w in windows]
     raise ValueError(f'unknown axis {axis!r}; choose from {list(AXES)}')
 
 
 def design_backbone(design: str, scale: Scale) -> dict:
-    """The backbone config of ``'mixer:<variant>'`` or
-    ``'position:<encoding>+<tokeniser>'`` in the probe network."""
+    """The backbone config of ``'mixer:<variant>'``,
+    ``'position:<encoding>+<tokeniser>'`` or ``'window:<attention>+<term>'``
+    in the probe network."""
     axis, _, name = design.partition(':')
     if axis == 'mixer':
         if name not in variants():
@@ -124,9 +218,11 @@ def design_backbone(design: str, scale: Scale) -> dict:
     elif axis == 'position':
         position, _, tokeniser = name.partition('+')
         cfg = position_design(position, tokeniser, scale.arch, get_probe('resolution').train_side)
+    elif axis == 'window':
+        cfg = window_design(name, scale.arch, get_probe('resolution').train_side)
     else:
-        raise ValueError(f'bad design {design!r}: use mixer:<variant> or '
-                         f'position:<encoding>+<tokeniser>')
+        raise ValueError(f'bad design {design!r}: use mixer:<variant>, '
+                         f'position:<encoding>+<tokeniser> or window:<attention>+<term>')
     cfg.pop('init_cfg', None)
     cfg.update(arch=dict(scale.arch), out_indices=tuple(range(len(scale.arch['depths']))),
                drop_path_rate=0.0)
@@ -244,11 +340,12 @@ def run_probe(design: str, probe_name: str, seed: int, scale: Scale,
     scores, trivial, found = {}, {}, {}
     with torch.no_grad():
         for side in probe.eval_sides:
+            model = model_at_side(net, design, probe.train_side, side)
             images, labels = probe.sample(0, scale.eval_images, side, split='eval')
             conf = np.zeros((probe.num_classes,) * 2, np.int64)
             fg = np.zeros((2, 2), np.int64)
             for i in range(0, len(images), scale.batch):
-                probs = net(torch.from_numpy(images[i:i + scale.batch]).to(device)).softmax(1)
+                probs = model(torch.from_numpy(images[i:i + scale.batch]).to(device)).softmax(1)
                 truth = labels[i:i + scale.batch]
                 conf += confusion(probs.argmax(1).cpu().numpy(), truth, probe.num_classes)
                 fg += confusion((probs[:, 0] < 0.5).cpu().numpy(), truth > 0, 2)

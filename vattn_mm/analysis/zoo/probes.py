@@ -16,13 +16,17 @@ background) from a seed, at any side, so a study ships no data.
 * ``fine_structure``: an arc 1.5-3 pixels wide over clutter, grey but for
   its start, whose colour names the class: thin pixels decide the IoU and
   the class must travel along the thin curve.
+
+Each has a variant (:func:`variants_of`) with another geometry (distance,
+side or object size) or schedule, whose runs test whether the base probe's
+claims survive the change.
 """
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
-from typing import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
@@ -49,7 +53,9 @@ SPLITS = ('train', 'eval')
 class Probe:
     """One probe: its generator, classes and sizes.  ``eval_sides``: the
     sides it is evaluated at (the first is the training side's score);
-    ``schedule``: its training steps as a multiple of the study's."""
+    ``schedule``: its training steps as a multiple of the study's;
+    ``varies``: the base probe of a variant (same cue and labels, another
+    geometry or schedule), whose claims it tests."""
 
     name: str
     classes: tuple[str, ...]
@@ -58,6 +64,9 @@ class Probe:
     eval_sides: tuple[int, ...]
     summary: str
     schedule: float = 1.
+    #: the probe whose question this one asks again under another geometry
+    #: or schedule ('' for a base probe)
+    varies: str = ''
 
     @property
     def num_classes(self) -> int:
@@ -143,20 +152,24 @@ def _shapes(rng: np.random.Generator, side: int, radii: Sequence[float],
     return image, label
 
 
-def draw_resolution(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
-    count = max(1, round(3 * side * side / 64 ** 2 * rng.uniform(0.7, 1.3)))
-    return _shapes(rng, side, rng.uniform(5, 10, count), margin=0.5)
+def draw_resolution(rng: np.random.Generator, side: int, radii: tuple[float, float] = (5, 10),
+                    per_64px: float = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Shapes of circumradius uniform in ``radii``, ``per_64px`` of them
+    (+-30 %) per 64 x 64 pixels."""
+    count = max(1, round(per_64px * side * side / 64 ** 2 * rng.uniform(0.7, 1.3)))
+    return _shapes(rng, side, rng.uniform(*radii, count), margin=0.5)
 
 
-def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
+def draw_scale_range(rng: np.random.Generator, side: int, aspect: float = BAR_ASPECT
+                     ) -> tuple[np.ndarray, np.ndarray]:
     """One grey bar in a random direction, its length uniform from 4 px to
-    90 % of the side, :data:`BAR_ASPECT` times its width (at least 2 px),
+    90 % of the side, ``aspect`` times its width (at least 2 px),
     labelled 1 + the colour index of its mark: the first
     :data:`MARK_LENGTH` of its length (at least 1.5 px)."""
     xs, ys = _grid(side)
     image, label = _background(rng, side), np.zeros((side, side), np.int64)
     length = rng.uniform(4, 0.9 * side)
-    width = max(2., length / BAR_ASPECT)
+    width = max(2., length / aspect)
     angle = rng.uniform(0, 2 * math.pi)
     c, s = math.cos(angle), math.sin(angle)
     half_x = (abs(c) * length + abs(s) * width) / 2 + 1        # the bar's bounding box
@@ -172,12 +185,13 @@ def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, n
     return image, label
 
 
-def draw_long_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
+def draw_long_range(rng: np.random.Generator, side: int, gap: int = LONG_RANGE_GAP
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """A cue band of :data:`CUE_BAND` pixels along the left or right edge;
-    2-4 grey discs at least :data:`LONG_RANGE_GAP` pixels from it, labelled
-    1 + the band's colour index."""
+    2-4 grey discs at least ``gap`` pixels from it, labelled 1 + the band's
+    colour index."""
     max_radius = 10
-    near, far = CUE_BAND + LONG_RANGE_GAP, side - 2
+    near, far = CUE_BAND + gap, side - 2
     if far - near < 2 * max_radius:
         raise ValueError(f'long_range needs a side of at least {near + 2 * max_radius + 2}, '
                          f'got {side}')
@@ -197,8 +211,9 @@ def draw_long_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np
     return image, label
 
 
-def draw_fine_structure(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
-    """Clutter blobs, then one open arc 1.5-3 pixels wide: 60-85 % of an
+def draw_fine_structure(rng: np.random.Generator, side: int,
+                        widths: tuple[float, float] = (1.5, 3.0)) -> tuple[np.ndarray, np.ndarray]:
+    """Clutter blobs, then one open arc ``widths`` pixels wide: 60-85 % of an
     ellipse with semi-axes 25-45 % of the side, grey but for its first
     :data:`ARC_MARK` of the arc's length, which is in the colour of its
     class (3).  The label is the thin curve: its pixels far along the arc
@@ -215,7 +230,7 @@ def draw_fine_structure(rng: np.random.Generator, side: int) -> tuple[np.ndarray
     c, s = math.cos(angle), math.sin(angle)
     u, v = xs - cx, ys - cy
     ur, vr = (c * u + s * v) / a, (-s * u + c * v) / b
-    width = rng.uniform(1.5, 3.0)
+    width = rng.uniform(*widths)
     curve = np.abs(np.sqrt(ur * ur + vr * vr) - 1) * math.sqrt(a * b) <= width / 2
     start, span = rng.uniform(0, 2 * math.pi), rng.uniform(0.6, 0.85) * 2 * math.pi
     along = np.mod(np.arctan2(vr, ur) - start, 2 * math.pi)
@@ -226,21 +241,47 @@ def draw_fine_structure(rng: np.random.Generator, side: int) -> tuple[np.ndarray
     return image, label
 
 
+RESOLUTION = Probe('resolution', ('background',) + SHAPES, draw_resolution, 64, (64, 88, 128),
+                   'shapes of a fixed pixel size; trained at 64, tested at 64, 88 and 128 px')
+LONG_RANGE = Probe('long_range', ('background', 'red cue', 'green cue', 'blue cue', 'yellow cue'),
+                   draw_long_range, 112, (112,),
+                   f'grey discs take the colour class of an edge band >= {LONG_RANGE_GAP} px away')
+SCALE_RANGE = Probe('scale_range', ('background', 'red mark', 'green mark', 'blue mark'),
+                    draw_scale_range, 128, (128,),
+                    f'a grey bar 4 px to 90 % of the side long, classed by the colour of its '
+                    f'first {MARK_LENGTH * 100:.0f} %', schedule=1.5)
+FINE_STRUCTURE = Probe('fine_structure', ('background', 'red start', 'green start', 'blue start'),
+                       draw_fine_structure, 96, (96,),
+                       f'an arc 1.5-3 px wide over clutter, classed by the colour of its first '
+                       f'{ARC_MARK * 100:.0f} %')
+
+
+def variant(base: Probe, name: str, summary: str, draw: Optional[Callable] = None,
+            **changes) -> Probe:
+    """A probe asking ``base``'s question again: its drawing (``draw``,
+    e.g. ``base.draw`` with other settings), sides or schedule changed."""
+    return replace(base, name=f'{base.name}_{name}', draw=draw or base.draw, summary=summary,
+                   varies=base.name, **changes)
+
+
 PROBES: dict[str, Probe] = {p.name: p for p in (
-    Probe('resolution', ('background',) + SHAPES, draw_resolution, 64, (64, 88, 128),
-          'shapes of a fixed pixel size; trained at 64, tested at 64, 88 and 128 px'),
-    Probe('long_range', ('background', 'red cue', 'green cue', 'blue cue', 'yellow cue'),
-          draw_long_range, 112, (112,),
-          f'grey discs take the colour class of an edge band >= {LONG_RANGE_GAP} px away'),
-    Probe('scale_range', ('background', 'red mark', 'green mark', 'blue mark'),
-          draw_scale_range, 128, (128,),
-          f'a grey bar 4 px to 90 % of the side long, classed by the colour of its first '
-          f'{MARK_LENGTH * 100:.0f} %', schedule=1.5),
-    Probe('fine_structure', ('background', 'red start', 'green start', 'blue start'),
-          draw_fine_structure, 96, (96,),
-          f'an arc 1.5-3 px wide over clutter, classed by the colour of its first '
-          f'{ARC_MARK * 100:.0f} %'),
+    RESOLUTION, LONG_RANGE, SCALE_RANGE, FINE_STRUCTURE,
+    variant(RESOLUTION, 'small', 'shapes of radius 3-6 px (8 per 64² px); trained at 64, tested at '
+            '64, 88 and 128 px', functools.partial(draw_resolution, radii=(3, 6), per_64px=8)),
+    variant(LONG_RANGE, 'far', 'the cue band >= 80 px away, 128 px images',
+            functools.partial(draw_long_range, gap=80), train_side=128, eval_sides=(128,)),
+    variant(LONG_RANGE, 'long', f'the cue band >= {LONG_RANGE_GAP} px away, twice the steps',
+            schedule=2.),
+    variant(SCALE_RANGE, 'large', 'a bar 4 px to 90 % of 160 px long (reach up to ~115 px)',
+            train_side=160, eval_sides=(160,)),
+    variant(FINE_STRUCTURE, 'thin', 'an arc 1-2 px wide over clutter',
+            functools.partial(draw_fine_structure, widths=(1.0, 2.0))),
 )}
+
+
+def variants_of(name: str) -> list[str]:
+    """The variants of base probe ``name`` (their names)."""
+    return [p.name for p in PROBES.values() if p.varies == name]
 
 
 def get_probe(name: str) -> Probe:

@@ -160,3 +160,20 @@ def supported_effects(cells: Mapping[str, Mapping[str, float]], alpha: float = A
     adjusted = holm([p for p, _ in tests])
     effects = [replace(e, p=p) for (_, e), p in zip(tests, adjusted) if p <= alpha]
     return sorted(effects, key=lambda e: -e.diff)
+
+
+#: what became of a claim on another geometry or schedule
+HELD, NOT_SEPARATED, REVERSED, NOT_RUN = 'held', 'not separated', 'reversed', 'not run'
+
+
+def claim_fate(better: str, worse: str, supported: Sequence, ran: Sequence[str]) -> str:
+    """The fate of "``better`` above ``worse``" among another study's
+    ``supported`` claims or effects (anything with ``better`` / ``worse``),
+    whose designs or levels were ``ran``: :data:`HELD`, :data:`REVERSED`,
+    :data:`NOT_SEPARATED`, or :data:`NOT_RUN` (one of the two is missing)."""
+    if better not in ran or worse not in ran:
+        return NOT_RUN
+    pairs = {(c.better, c.worse) for c in supported}
+    if (better, worse) in pairs:
+        return HELD
+    return REVERSED if (worse, better) in pairs else NOT_SEPARATED

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from .accuracy import TASKS, Accuracy
-from .probe_study import AXES, ProbeRun, Scale, designs, run_probe
+from .probe_study import ProbeRun, Scale, axis_probes, designs, planned, run_probe
 from .report import write_dataclass_csv
 
 #: what a probe process prints before each run's JSON
@@ -67,16 +67,19 @@ def probe_worker(spec: dict) -> None:
 
 def probe_runs(args: argparse.Namespace, out: Path,
                design_runs: Callable[..., list[ProbeRun]]) -> list[ProbeRun]:
-    """The probe study: every design of ``args.axes``, its runs by
+    """The probe study: every design of ``args.axes`` on the probes the
+    scale plans for it (:func:`~.probe_study.planned`), its runs by
     ``design_runs(design, [[probe, seed], ...], scale=, device=, threads=,
     memory_mib=, deadline=)`` (:func:`probe_worker` in a process of its own,
     stopped past ``memory_mib`` or the ``time.monotonic()`` ``deadline``),
     ``args.jobs`` at a time; ``zoo_probes.csv`` rewritten as each design ends."""
     jobs = []
     for axis in args.axes:
-        probes = [p for p in AXES[axis] if p in args.probes]
-        for design in designs(axis, args.variants, args.positions, args.tokenisers):
-            runs = [[p, s] for s in args.probe_seeds for p in probes]   # seed-major
+        probes = [p for p in axis_probes(axis) if p in args.probes]
+        for design in designs(axis, args.variants, args.positions, args.tokenisers,
+                              args.windows):
+            runs = [[p, s] for s in args.probe_seeds for p in probes   # seed-major
+                    if planned(design, p, args.scale)]
             if runs:
                 jobs.append((design, runs))
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)

@@ -51,7 +51,8 @@ from typing import Callable
 from ..bench import DEFAULT_MODES, Row, write_csv
 from .accuracy import Accuracy, summarize_accuracy
 from .probe_report import PROBES_BEGIN, PROBES_END, plot_probes, probe_report
-from .probe_study import SCALES, ProbeRun, merge_runs, probe_steps, read_probe_csv
+from .probe_study import (GPU_ONLY_PROBES, SCALES, ProbeRun, merge_runs, probe_steps,
+                          read_probe_csv)
 from .probes import PROBES
 from .report import earlier_runs, headlines, plot, report, update_page, write_dataclass_csv
 from .runs import accuracy_runs, probe_runs
@@ -168,13 +169,16 @@ def probes_part(args: argparse.Namespace, out: Path,
         took = f', took {(time.monotonic() - start) / 60:.0f} min'
     scale = SCALES[args.scale]
     arch = scale.arch
+    left_out = GPU_ONLY_PROBES if args.scale == 'cpu' else ()
     longer = ''.join(f' ({p.name}: {probe_steps(p, scale)})' for p in PROBES.values()
-                     if p.schedule != 1 and p.name in args.probes)
+                     if p.schedule != 1 and p.name in args.probes and p.name not in left_out)
+    plan = (f'; the variants re-run the designs of their base probe\'s claims; '
+            f'{", ".join(left_out)} at the gpu scale only' if left_out else '')
     how = (f'{args.device}, fp32, {args.scale} scale: the first {len(arch["depths"])} stages '
            f'(widths {arch["embed_dims"]}, one block each) + a linear head, {scale.iters} AdamW '
            f'steps{longer} of batch {scale.batch} on fresh draws, mIoU on {scale.eval_images} '
            f'fixed evaluation images; seeds {args.probe_seeds}; {args.jobs} processes at a time on '
-           f'{os.cpu_count()} cores{took}')
+           f'{os.cpu_count()} cores{took}{plan}')
     text = probe_report(runs, how)
     (out / 'zoo_probes.md').write_text(text + '\n')
     figures = plot_probes(runs, out)
