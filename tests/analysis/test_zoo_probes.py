@@ -71,7 +71,7 @@ def test_long_range_label_is_the_far_cue(name, min_gap):
         assert np.allclose(rgb[0], rgb[1]) and np.allclose(rgb[1], rgb[2])
 
 
-@pytest.mark.parametrize('name', ['resolution', 'resolution_small'])
+@pytest.mark.parametrize('name', ['resolution', 'resolution_small', 'resolution_large'])
 def test_resolution_keeps_pixel_size_and_density(name):
     """At 4x the pixels the objects keep their pixel size (density constant):
     the foreground fraction is about the same, the object count ~4x."""
@@ -94,14 +94,14 @@ def test_variants_ask_their_base_question_again():
         assert (v.draw, v.train_side, v.schedule) != (base.draw, base.train_side, base.schedule)
     assert get_probe('scale_range_large').train_side == 160
     assert probe_steps(get_probe('long_range_long'), SCALES['cpu']) == 1200
-    # smaller shapes: their connected pieces are less than half as large
+    # smaller (larger) shapes: their connected pieces are less than half (over 1.5x) as large
     from scipy import ndimage
     sizes = []
-    for name in ('resolution', 'resolution_small'):
+    for name in ('resolution', 'resolution_small', 'resolution_large'):
         pieces = [np.bincount(ndimage.label(y > 0)[0].ravel())[1:]
                   for y in get_probe(name).sample(0, 32)[1]]
         sizes.append(np.concatenate(pieces).mean())
-    assert sizes[1] < 0.5 * sizes[0]
+    assert sizes[1] < 0.5 * sizes[0] and sizes[2] > 1.5 * sizes[0]
 
 
 def _marked_objects(name: str, n: int):
@@ -292,14 +292,16 @@ def test_growing_windows_at_a_new_side():
 
 
 def test_the_cpu_study_plan():
-    """The CPU scale leaves scale_range (and its variant) to the GPU scale and
-    runs on a variant only the designs of its base's claims; the GPU scale
-    runs everything."""
+    """The CPU scale leaves scale_range (and its variant) and two tokenisers
+    to the GPU scale and runs on a variant only the designs of its base's
+    claims; the GPU scale runs everything."""
     from vattn_mm.analysis.zoo.probe_study import CPU_VARIANT_DESIGNS, axis_probes, planned
     assert axis_probes('mixer') == ['long_range', 'long_range_far', 'long_range_long',
                                     'scale_range', 'scale_range_large', 'fine_structure',
                                     'fine_structure_thin']
-    assert axis_probes('window') == ['resolution', 'resolution_small']
+    assert axis_probes('window') == ['resolution', 'resolution_small', 'resolution_large']
+    assert not planned('position:cpe+ceit', 'resolution', 'cpu')        # at the GPU scale
+    assert planned('position:cpe+convstem', 'resolution', 'cpu')
     assert planned('mixer:sra', 'long_range', 'cpu') and planned('mixer:sra', 'long_range_long',
                                                                  'cpu')
     assert not planned('mixer:sra', 'long_range_far', 'cpu')
@@ -404,12 +406,14 @@ def test_report_main_effects_of_the_grid():
 def test_report_window_axis_and_claims_across_geometries(tmp_path):
     """The window table at every side, its discrimination pair, and each
     base claim's fate on the variants: held, lost (named with the variant
-    and what happened), or not run there."""
+    and what happened), or not run there; a variant that does not separate
+    its known pair is marked."""
     rng = np.random.default_rng(3)
     means = {'resolution': {'window:swin+table': 0.55, 'window:swin+convffn': 0.72,
                             'window:mvit+none': 0.60},
              'resolution_small': {'window:swin+table': 0.50, 'window:swin+convffn': 0.70,
-                                  'window:mvit+none': 0.76}}
+                                  'window:mvit+none': 0.76},
+             'resolution_large': {'window:swin+table': 0.60, 'window:swin+convffn': 0.60}}
     runs = []
     for probe, designs_ in means.items():
         for design, mean in designs_.items():
@@ -420,9 +424,11 @@ def test_report_window_axis_and_claims_across_geometries(tmp_path):
     assert '| swin | table | 0.5' in text and 'on resolution_small: mIoU' in text
     assert '| resolution | shapes' in text and 'window:swin+table / window:swin+convffn' in text
     line = next(x for x in text.splitlines() if x.startswith('* **resolution, window axis'))
-    assert ('of 3 claims, 2 held on every variant that ran both: swin+convffn > swin+table, '
-            'mvit+none > swin+table; 1 did not: swin+convffn > mvit+none (resolution_small: '
-            'reversed).') in line
+    assert line.startswith('* **resolution, window axis (on resolution_small, resolution_large '
+                           '[its known pair not separated])**')
+    assert ('of 3 claims, 1 held on every variant that ran both: mvit+none > swin+table; 2 did '
+            'not: swin+convffn > swin+table (resolution_large: not separated), swin+convffn > '
+            'mvit+none (resolution_small: reversed).') in line
     assert 'zoo_window.png' in {p.name for p in plot_probes(runs, tmp_path)}
 
 

@@ -218,14 +218,21 @@ def robustness_lines(runs: Sequence[ProbeRun]) -> list[str]:
             def axis_scores(probe: str) -> dict:
                 return {d: v for d, v in seed_scores(runs, probe).items()
                         if d.startswith(axis + ':')}
-            variants = {v: axis_scores(v) for v in variants_of(base)}
-            variants = {v: (supported_claims(sc), list(sc)) for v, sc in variants.items()
+            scores = {v: axis_scores(v) for v in variants_of(base)}
+            variants = {v: (supported_claims(sc), list(sc)) for v, sc in scores.items()
                         if len(sc) >= 2}
             base_scores = axis_scores(base)
             if not variants or len(base_scores) < 2:
                 continue
+            pairs = [(a, b) for a, b in DISCRIMINATION_PAIRS.get(base, ())
+                     if a.startswith(axis + ':')]
+            blind = {v for v in variants if any(
+                a in scores[v] and b in scores[v] and not discriminates(scores[v][a], scores[v][b])
+                for a, b in pairs)}
+            names = ', '.join(v + (' [its known pair not separated]' if v in blind else '')
+                              for v in variants)
             claims = supported_claims(base_scores)
-            lines.append(_fate_line(f'{base}, {axis} axis (on {", ".join(variants)})', claims,
+            lines.append(_fate_line(f'{base}, {axis} axis (on {names})', claims,
                                     *_fates(claims, variants)))
             if axis != 'position':
                 continue

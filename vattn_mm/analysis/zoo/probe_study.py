@@ -73,15 +73,19 @@ DISCRIMINATION_PAIRS = {
 #: probes the CPU study leaves to the GPU scale: ``scale_range`` ranks no
 #: pair at the CPU scale and costs a third of its time
 GPU_ONLY_PROBES = ('scale_range', 'scale_range_large')
+#: the position axis's tokenisers at the CPU scale (the others at the GPU scale)
+CPU_TOKENISERS = ('overlap', 'convstem')
 #: the designs a variant re-runs at the CPU scale: those of its base probe's
 #: supported claims and discrimination pair (the long schedule: the designs
 #: whose seeds split at 600 steps, and ``swin``); the GPU scale runs every
 #: design of the axis on every variant
 _LOCAL = ('swin', 'dilated', 'focal', 'hilo', 'p2t')
+_RESOLUTION_CLAIMS = tuple(f'position:{p}+{t}' for t in CPU_TOKENISERS
+                          for p in ('none', 'absolute', 'sincos', 'cpe', 'convffn')) + tuple(
+    f'window:{w}' for w in WINDOW_DESIGNS)
 CPU_VARIANT_DESIGNS = {
-    'resolution_small': tuple(f'position:{p}+{t}' for t in ('overlap', 'convstem')
-                              for p in ('none', 'absolute', 'sincos', 'cpe', 'convffn'))
-    + tuple(f'window:{w}' for w in WINDOW_DESIGNS),
+    'resolution_small': _RESOLUTION_CLAIMS,
+    'resolution_large': _RESOLUTION_CLAIMS,
     'long_range_far': tuple(f'mixer:{v}' for v in ('global', 'rest', 'litemla') + _LOCAL),
     'long_range_long': tuple(f'mixer:{v}' for v in (
         'sra', 'agent', 'external', 'mvit', 'quadtree_b', 'sra_linear', 'sra_peg', 'swin')),
@@ -97,11 +101,13 @@ def axis_probes(axis: str) -> list[str]:
 
 def planned(design: str, probe: str, scale: str) -> bool:
     """Whether the study at ``scale`` runs ``design`` on ``probe`` (the CPU
-    scale leaves :data:`GPU_ONLY_PROBES` out and runs a variant's
+    scale leaves :data:`GPU_ONLY_PROBES` and the tokenisers outside
+    :data:`CPU_TOKENISERS` out and runs a variant's
     :data:`CPU_VARIANT_DESIGNS` only)."""
     if scale != 'cpu':
         return True
-    if probe in GPU_ONLY_PROBES:
+    if probe in GPU_ONLY_PROBES or (design.startswith('position:') and
+                                    design.rpartition('+')[2] not in CPU_TOKENISERS):
         return False
     return design in CPU_VARIANT_DESIGNS.get(probe, (design,))
 

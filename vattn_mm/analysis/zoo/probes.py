@@ -268,6 +268,8 @@ PROBES: dict[str, Probe] = {p.name: p for p in (
     RESOLUTION, LONG_RANGE, SCALE_RANGE, FINE_STRUCTURE,
     variant(RESOLUTION, 'small', 'shapes of radius 3-6 px (8 per 64² px); trained at 64, tested at '
             '64, 88 and 128 px', functools.partial(draw_resolution, radii=(3, 6), per_64px=8)),
+    variant(RESOLUTION, 'large', 'shapes of radius 8-16 px (1.2 per 64² px); trained at 64, tested '
+            'at 64, 88 and 128 px', functools.partial(draw_resolution, radii=(8, 16), per_64px=1.2)),
     variant(LONG_RANGE, 'far', 'the cue band >= 80 px away, 128 px images',
             functools.partial(draw_long_range, gap=80), train_side=128, eval_sides=(128,)),
     variant(LONG_RANGE, 'long', f'the cue band >= {LONG_RANGE_GAP} px away, twice the steps',
