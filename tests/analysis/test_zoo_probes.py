@@ -292,13 +292,13 @@ def test_growing_windows_at_a_new_side():
 
 
 def test_the_cpu_study_plan():
-    """The CPU scale leaves scale_range (and its variant) and two tokenisers
-    to the GPU scale and runs on a variant only the designs of its base's
+    """The CPU scale leaves some probes (unless named) and two tokenisers to
+    the GPU scale and runs on a variant only the designs of its base's
     claims; the GPU scale runs everything."""
     from vattn_mm.analysis.zoo.probe_study import CPU_VARIANT_DESIGNS, axis_probes, planned
     assert axis_probes('mixer') == ['long_range', 'long_range_far', 'long_range_long',
-                                    'scale_range', 'scale_range_large', 'fine_structure',
-                                    'fine_structure_thin']
+                                    'long_range_far_long', 'scale_range', 'scale_range_large',
+                                    'fine_structure', 'fine_structure_thin']
     assert axis_probes('window') == ['resolution', 'resolution_small', 'resolution_large']
     assert not planned('position:cpe+ceit', 'resolution', 'cpu')        # at the GPU scale
     assert planned('position:cpe+convstem', 'resolution', 'cpu')
@@ -306,6 +306,8 @@ def test_the_cpu_study_plan():
                                                                  'cpu')
     assert not planned('mixer:sra', 'long_range_far', 'cpu')
     assert not planned('mixer:global', 'scale_range', 'cpu')
+    assert planned('mixer:global', 'scale_range', 'cpu', named=True)     # asked for by name
+    assert not planned('mixer:sra', 'long_range_far_long', 'cpu', named=True)
     assert all(planned(d, p, 'gpu') for p in PROBES for d in designs('mixer'))
     for variant, chosen in CPU_VARIANT_DESIGNS.items():
         axis = chosen[0].partition(':')[0]

@@ -106,7 +106,8 @@ def test_probe_report_merges_a_rerun(tmp_path):
                                                                       'scale_range': 0.9}
     setup = (out / 'zoo_probes.md').read_text().splitlines()[0]
     assert '600 AdamW steps (long_range_long: 1200)' in setup
-    assert 'scale_range, scale_range_large at the gpu scale only' in setup
+    assert ('scale_range, scale_range_large, resolution_small, fine_structure_thin, '
+            'long_range_far_long left to the gpu scale') in setup
 
 
 def _zoo(*args, timeout=600):

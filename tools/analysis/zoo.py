@@ -53,9 +53,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='probe study axes: mixer (each variant), position (encoding x '
                              'tokeniser with global attention) and window (position terms in '
                              'windowed and pooling attention)')
-    parser.add_argument('--probes', nargs='+', choices=tuple(PROBES), default=list(PROBES),
+    parser.add_argument('--probes', nargs='+', choices=tuple(PROBES),
                         help='probes to run (each axis runs its own and their variants, as '
-                             'the scale plans)')
+                             'the scale plans; default: all the scale plans, named ones run '
+                             'even where the CPU scale leaves them out)')
     parser.add_argument('--positions', nargs='+', choices=POSITION_ENCODINGS,
                         default=list(POSITION_ENCODINGS), help='position axis: encodings')
     parser.add_argument('--tokenisers', nargs='+', choices=tuple(TOKENISERS),
@@ -135,6 +136,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.error(f'--ref-size {args.ref_size} is not one of --sizes {args.sizes}')
     args.seeds = args.seeds or ([0] if args.quick else [0, 1])
     args.probe_seeds = args.probe_seeds or ([0, 1] if args.quick else [0, 1, 2])
+    args.named_probes = args.probes is not None
+    args.probes = args.probes or list(PROBES)
     if args.scale == 'gpu' and not args.device.startswith('cuda'):
         parser.error('--scale gpu is sized for a GPU: add --device cuda')
     if args.quick:

@@ -8,7 +8,7 @@ mixers' capability chart)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from .probe_study import (AXES, DISCRIMINATION_PAIRS, POSITION_ENCODINGS, TOKENISERS,
                           TRIVIAL_FOREGROUND_IOU, WINDOW_DESIGNS, ProbeRun, axis_probes,
@@ -264,6 +264,19 @@ def claim_lines(runs: Sequence[ProbeRun], limit: int = 12) -> list[str]:
     return lines
 
 
+def _per_probe(runs: Sequence[ProbeRun], axis: str,
+               lines_of: Callable[[Sequence[ProbeRun], str], list[str]],
+               title: Callable[[str], str]) -> list[str]:
+    """Per probe of ``axis`` whose ``lines_of(runs, probe)`` has lines: its
+    ``title(probe)`` and those lines."""
+    parts = []
+    for probe in axis_probes(axis):
+        lines = lines_of(runs, probe)
+        if lines:
+            parts += [title(probe), '', *lines, '']
+    return parts
+
+
 def probe_report(runs: Sequence[ProbeRun], how: str) -> str:
     """The markdown of the study: set-up, discrimination, tables, claims,
     main effects."""
@@ -276,27 +289,20 @@ def probe_report(runs: Sequence[ProbeRun], how: str) -> str:
                   'half-interval (seeds), then the supported rank (1 + the designs a '
                   'Holm-corrected Welch test puts above it; equal ranks: not separated):', '',
                   *mixers, '']
-    for probe in axis_probes('position'):
-        positions = position_table(runs, probe)
-        if positions:
-            parts += [f'**Position encoding x tokenisation** (global attention, MLP FFN), '
-                      f'resolution transfer on {probe}:', '', *positions, '']
-    for probe in axis_probes('window'):
-        windows = window_table(runs, probe)
-        if windows:
-            parts += [f'**Position terms in windowed and pooling attention** (MLP FFN, '
-                      f'overlapping patches), resolution transfer on {probe}: mIoU, mean ± 95 % '
-                      f'half-interval (seeds), the supported rank among these designs at the '
-                      f'largest side:', '', *windows, '']
+    parts += _per_probe(runs, 'position', position_table, lambda probe: (
+        f'**Position encoding x tokenisation** (global attention, MLP FFN), resolution '
+        f'transfer on {probe}:'))
+    parts += _per_probe(runs, 'window', window_table, lambda probe: (
+        f'**Position terms in windowed and pooling attention** (MLP FFN, overlapping patches), '
+        f'resolution transfer on {probe}: mIoU, mean ± 95 % half-interval (seeds), the '
+        f'supported rank among these designs at the largest side:'))
     parts += ['**Supported differences** (Holm-corrected Welch tests, family-wise 5 % per '
               'probe and axis):', '', *claim_lines(runs), '']
-    for probe in axis_probes('position'):
-        effects = effect_lines(runs, probe)
-        if effects:
-            parts += [f'**Main effects** of the position x tokenisation grid on {probe} at '
-                      f'{ranked_side(probe)} px (per factor, paired t-tests of cell means over '
-                      f'the other factor\'s levels, Holm over the factor\'s pairs, family-wise '
-                      f'5 %; difference ± 95 % half-interval):', '', *effects, '']
+    parts += _per_probe(runs, 'position', effect_lines, lambda probe: (
+        f'**Main effects** of the position x tokenisation grid on {probe} at '
+        f'{ranked_side(probe)} px (per factor, paired t-tests of cell means over the other '
+        f'factor\'s levels, Holm over the factor\'s pairs, family-wise 5 %; difference ± 95 % '
+        f'half-interval):'))
     robust = robustness_lines(runs)
     if robust:
         parts += ['**Across geometries and schedules** (each base probe\'s supported claims, '

@@ -79,7 +79,7 @@ def probe_runs(args: argparse.Namespace, out: Path,
         for design in designs(axis, args.variants, args.positions, args.tokenisers,
                               args.windows):
             runs = [[p, s] for s in args.probe_seeds for p in probes   # seed-major
-                    if planned(design, p, args.scale)]
+                    if planned(design, p, args.scale, named=args.named_probes)]
             if runs:
                 jobs.append((design, runs))
     threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)

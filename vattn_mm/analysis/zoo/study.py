@@ -51,7 +51,7 @@ from typing import Callable
 from ..bench import DEFAULT_MODES, Row, write_csv
 from .accuracy import Accuracy, summarize_accuracy
 from .probe_report import PROBES_BEGIN, PROBES_END, plot_probes, probe_report
-from .probe_study import (GPU_ONLY_PROBES, SCALES, ProbeRun, merge_runs, probe_steps,
+from .probe_study import (CPU_LEFT_OUT, SCALES, ProbeRun, merge_runs, probe_steps,
                           read_probe_csv)
 from .probes import PROBES
 from .report import earlier_runs, headlines, plot, report, update_page, write_dataclass_csv
@@ -169,11 +169,12 @@ def probes_part(args: argparse.Namespace, out: Path,
         took = f', took {(time.monotonic() - start) / 60:.0f} min'
     scale = SCALES[args.scale]
     arch = scale.arch
-    left_out = GPU_ONLY_PROBES if args.scale == 'cpu' else ()
+    left_out = [p for p in CPU_LEFT_OUT if args.scale == 'cpu' and not (
+        args.named_probes and p in args.probes)]
     longer = ''.join(f' ({p.name}: {probe_steps(p, scale)})' for p in PROBES.values()
                      if p.schedule != 1 and p.name in args.probes and p.name not in left_out)
     plan = (f'; the variants re-run the designs of their base probe\'s claims; '
-            f'{", ".join(left_out)} at the gpu scale only' if left_out else '')
+            f'{", ".join(left_out)} left to the gpu scale' if left_out else '')
     how = (f'{args.device}, fp32, {args.scale} scale: the first {len(arch["depths"])} stages '
            f'(widths {arch["embed_dims"]}, one block each) + a linear head, {scale.iters} AdamW '
            f'steps{longer} of batch {scale.batch} on fresh draws, mIoU on {scale.eval_images} '
