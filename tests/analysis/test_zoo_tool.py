@@ -86,7 +86,8 @@ def test_report_from_earlier_runs(tmp_path):
 def test_probe_report_merges_a_rerun(tmp_path):
     """``--parts probes --report-from FULL RERUN``: a run (design, probe,
     seed) comes from the last directory that has it; the set-up line names
-    the longer schedule and what the CPU scale leaves to the GPU's."""
+    the longer schedule of the probes that ran and what the CPU scale
+    leaves to the GPU's."""
     from vattn_mm.analysis.zoo.probe_study import ProbeRun
     dirs = []
     for name, score, probes in (('full', 0.3, ('long_range', 'scale_range')),
@@ -105,9 +106,9 @@ def test_probe_report_merges_a_rerun(tmp_path):
     assert {r.probe: next(iter(r.scores.values())) for r in runs} == {'long_range': 0.3,
                                                                       'scale_range': 0.9}
     setup = (out / 'zoo_probes.md').read_text().splitlines()[0]
-    assert '600 AdamW steps (long_range_long: 1200)' in setup
+    assert '600 AdamW steps (scale_range: 900) of batch 8' in setup
     assert ('scale_range, scale_range_large, resolution_small, fine_structure_thin, '
-            'long_range_far_long left to the gpu scale') in setup
+            'long_range_far_long left to the gpu scale unless named') in setup
 
 
 def _zoo(*args, timeout=600):

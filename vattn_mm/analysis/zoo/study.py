@@ -171,13 +171,15 @@ def probes_part(args: argparse.Namespace, out: Path,
     arch = scale.arch
     left_out = [p for p in CPU_LEFT_OUT if args.scale == 'cpu' and not (
         args.named_probes and p in args.probes)]
-    longer = ''.join(f' ({p.name}: {probe_steps(p, scale)})' for p in PROBES.values()
-                     if p.schedule != 1 and p.name in args.probes and p.name not in left_out)
+    ran = {r.probe for r in runs}
+    longer = ', '.join(f'{p.name}: {probe_steps(p, scale)}' for p in PROBES.values()
+                       if p.schedule != 1 and p.name in ran)
+    steps = f'{scale.iters} AdamW steps' + (f' ({longer})' if longer else '')
     plan = (f'; the variants re-run the designs of their base probe\'s claims; '
-            f'{", ".join(left_out)} left to the gpu scale' if left_out else '')
+            f'{", ".join(left_out)} left to the gpu scale unless named' if left_out else '')
     how = (f'{args.device}, fp32, {args.scale} scale: the first {len(arch["depths"])} stages '
-           f'(widths {arch["embed_dims"]}, one block each) + a linear head, {scale.iters} AdamW '
-           f'steps{longer} of batch {scale.batch} on fresh draws, mIoU on {scale.eval_images} '
+           f'(widths {arch["embed_dims"]}, one block each) + a linear head, {steps} '
+           f'of batch {scale.batch} on fresh draws, mIoU on {scale.eval_images} '
            f'fixed evaluation images; seeds {args.probe_seeds}; {args.jobs} processes at a time on '
            f'{os.cpu_count()} cores{took}{plan}')
     text = probe_report(runs, how)
