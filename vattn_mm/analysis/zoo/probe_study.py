@@ -75,7 +75,7 @@ DISCRIMINATION_PAIRS = {
 #: at the CPU scale and costs a third of its time; ``resolution_small`` and
 #: ``fine_structure_thin`` do not separate their known pairs at the CPU
 #: scale, so they cannot test a claim there; ``long_range_far_long`` (the
-#: designs that split on ``long_range_far``, at twice the steps) costs 9 min
+#: designs that split on ``long_range_far``, at twice the steps) costs about 10 min
 CPU_LEFT_OUT = ('scale_range', 'scale_range_large', 'resolution_small', 'fine_structure_thin',
                 'long_range_far_long')
 #: the position axis's tokenisers at the CPU scale (the others at the GPU scale)
