@@ -26,13 +26,16 @@ def ranked_side(probe: str) -> str:
     return str(get_probe(probe).eval_sides[-1])
 
 
-def seed_scores(runs: Sequence[ProbeRun], probe: str, side: str | None = None) -> dict:
+def seed_scores(runs: Sequence[ProbeRun], probe: str, side: str | None = None,
+                axis: str | None = None) -> dict:
     """``{design: [mIoU per finished seed]}`` of one probe at ``side``
-    (default :func:`ranked_side`), designs in the order of the runs."""
+    (default :func:`ranked_side`), designs (of ``axis`` only, if given) in
+    the order of the runs."""
     side = side or ranked_side(probe)
     out: dict = {}
     for r in runs:
-        if r.probe == probe and not r.error and side in r.scores:
+        if (r.probe == probe and not r.error and side in r.scores
+                and (axis is None or r.design.startswith(axis + ':'))):
             out.setdefault(r.design, []).append(r.scores[side])
     return out
 
@@ -96,8 +99,7 @@ def position_table(runs: Sequence[ProbeRun], probe: str = 'resolution') -> list[
     training side and at 4x the pixels (ranked)."""
     first, last = (str(s) for s in (get_probe(probe).eval_sides[0],
                                     get_probe(probe).eval_sides[-1]))
-    at_first, at_last = seed_scores(runs, probe, first), seed_scores(runs, probe, last)
-    grid = {d: v for d, v in at_last.items() if d.startswith('position:')}
+    at_first, grid = seed_scores(runs, probe, first), seed_scores(runs, probe, last, 'position')
     if not grid:
         return []
     ranks = supported_ranks(grid)
@@ -125,8 +127,7 @@ def window_table(runs: Sequence[ProbeRun], probe: str = 'resolution') -> list[st
     """Window axis on ``probe``: per design the mIoU at every evaluated side,
     the supported rank among the window designs at the last."""
     sides = [str(s) for s in get_probe(probe).eval_sides]
-    per_side = {s: {d: v for d, v in seed_scores(runs, probe, s).items()
-                    if d.startswith('window:')} for s in sides}
+    per_side = {s: seed_scores(runs, probe, s, 'window') for s in sides}
     if not per_side[sides[-1]]:
         return []
     ranks = supported_ranks(per_side[sides[-1]])
@@ -151,7 +152,7 @@ def grid_effects(runs: Sequence[ProbeRun], probe: str = 'resolution') -> dict:
     pairs whose cell means differ consistently over the other factor's
     levels (paired t-tests, Holm over the factor's pairs)."""
     grid = {tuple(_short(d).split('+')): sum(v) / len(v)
-            for d, v in seed_scores(runs, probe).items() if d.startswith('position:') and v}
+            for d, v in seed_scores(runs, probe, axis='position').items() if v}
     out = {}
     for factor, index in (('position encoding', 0), ('tokenisation', 1)):
         cells: dict = {}
@@ -176,7 +177,7 @@ def effect_lines(runs: Sequence[ProbeRun], probe: str = 'resolution') -> list[st
     return lines
 
 
-def _fates(claims: Sequence, variants: dict, short=_short) -> tuple[list, list, list]:
+def _fates(claims: Sequence, variants: dict) -> tuple[list, list, list]:
     """Claims of a base geometry sorted by their fate on ``variants``
     (``{variant: (supported claims there, what ran there)}``): held on every
     variant that ran both sides (and on one at least), lost on some
@@ -215,13 +216,10 @@ def robustness_lines(runs: Sequence[ProbeRun]) -> list[str]:
     lines = []
     for axis, bases in AXES.items():
         for base in bases:
-            def axis_scores(probe: str) -> dict:
-                return {d: v for d, v in seed_scores(runs, probe).items()
-                        if d.startswith(axis + ':')}
-            scores = {v: axis_scores(v) for v in variants_of(base)}
+            scores = {v: seed_scores(runs, v, axis=axis) for v in variants_of(base)}
             variants = {v: (supported_claims(sc), list(sc)) for v, sc in scores.items()
                         if len(sc) >= 2}
-            base_scores = axis_scores(base)
+            base_scores = seed_scores(runs, base, axis=axis)
             if not variants or len(base_scores) < 2:
                 continue
             pairs = [(a, b) for a, b in DISCRIMINATION_PAIRS.get(base, ())
@@ -250,8 +248,7 @@ def claim_lines(runs: Sequence[ProbeRun], limit: int = 12) -> list[str]:
     lines = []
     for probe in PROBES:
         for axis in AXES:
-            scores = {d: v for d, v in seed_scores(runs, probe).items()
-                      if d.startswith(axis + ':')}
+            scores = seed_scores(runs, probe, axis=axis)
             if len(scores) < 2:
                 continue
             claims = supported_claims(scores)
@@ -315,6 +312,24 @@ def probe_report(runs: Sequence[ProbeRun], how: str) -> str:
     return '\n'.join(parts)
 
 
+def _transfer_panel(ax, probe, per_side: dict, lines: Sequence[tuple[str, dict]],
+                    title: str) -> None:
+    """On ``ax``, mIoU against test pixels / training pixels of ``probe``
+    for each ``(design, errorbar settings)`` of ``lines`` that scored at
+    every side (``per_side``: ``{side: seed_scores}``)."""
+    sides = [str(s) for s in probe.eval_sides]
+    ratio = [(int(s) / probe.train_side) ** 2 for s in sides]
+    for d, style in lines:
+        ests = [estimate(per_side[s][d]) if per_side[s].get(d) else None for s in sides]
+        if all(ests):
+            ax.errorbar(ratio, [e.mean for e in ests],
+                        yerr=[e.half if e.n > 1 else 0 for e in ests], **style)
+    ax.set_xscale('log', base=2)
+    ax.set_xticks(ratio, [f'{r:.1f}x' for r in ratio])
+    ax.set_title(title)
+    ax.set_xlabel(f'test pixels / training pixels ({probe.train_side}² px)')
+
+
 #: the global-attention designs drawn beside the window designs
 GLOBAL_REFERENCES = tuple(f'position:{p}+overlap' for p in ('none', 'absolute', 'cpe', 'convffn'))
 
@@ -330,25 +345,16 @@ def _plot_window(runs: Sequence[ProbeRun], path: Path):
         return None
     fig, axes = plt.subplots(1, len(probes), figsize=(4.6 * len(probes) + 1.6, 4), sharey=True,
                              squeeze=False)
+    colours = plt.get_cmap('tab20').colors
+    lines = [(d, dict(marker='o', capsize=2, color=colours[i % len(colours)],
+                      linestyle='--' if d.startswith('position:') else '-',
+                      label=_short(d) if d.startswith('window:')
+                      else 'global+' + _short(d).split('+')[0]))
+             for i, d in enumerate((*(f'window:{w}' for w in WINDOW_DESIGNS), *GLOBAL_REFERENCES))]
     for ax, name in zip(axes[0], probes):
         probe = get_probe(name)
-        sides = [str(s) for s in probe.eval_sides]
-        per_side = {s: seed_scores(runs, name, s) for s in sides}
-        ratio = [(int(s) / probe.train_side) ** 2 for s in sides]
-        colours = plt.get_cmap('tab20').colors
-        for i, d in enumerate((*(f'window:{w}' for w in WINDOW_DESIGNS), *GLOBAL_REFERENCES)):
-            ests = [estimate(per_side[s][d]) if per_side[s].get(d) else None for s in sides]
-            if all(ests):
-                ax.errorbar(ratio, [e.mean for e in ests],
-                            yerr=[e.half if e.n > 1 else 0 for e in ests], marker='o',
-                            capsize=2, color=colours[i % len(colours)],
-                            linestyle='--' if d.startswith('position:') else '-',
-                            label=_short(d).replace('+overlap', '') if d.startswith('window:')
-                            else 'global+' + _short(d).split('+')[0])
-        ax.set_xscale('log', base=2)
-        ax.set_xticks(ratio, [f'{r:.1f}x' for r in ratio])
-        ax.set_title(name)
-        ax.set_xlabel(f'test pixels / training pixels ({probe.train_side}² px)')
+        per_side = {str(s): seed_scores(runs, name, str(s)) for s in probe.eval_sides}
+        _transfer_panel(ax, probe, per_side, lines, name)
     axes[0][0].set_ylabel('mIoU (mean, 95 % interval)')
     axes[0][-1].legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.02, 1))
     fig.tight_layout()
@@ -375,19 +381,10 @@ def plot_probes(runs: Sequence[ProbeRun], out: Path) -> list[Path]:
     if tokenisers:
         fig, axes = plt.subplots(1, len(tokenisers), figsize=(4 * len(tokenisers), 3.6),
                                  sharey=True, squeeze=False)
-        ratio = [(int(s) / probe.train_side) ** 2 for s in sides]
         for ax, tok in zip(axes[0], tokenisers):
-            for pos in POSITION_ENCODINGS:
-                d = f'position:{pos}+{tok}'
-                ests = [estimate(per_side[s][d]) if per_side[s].get(d) else None for s in sides]
-                if all(ests):
-                    ax.errorbar(ratio, [e.mean for e in ests],
-                                yerr=[e.half if e.n > 1 else 0 for e in ests], label=pos,
-                                marker='o', capsize=2)
-            ax.set_xscale('log', base=2)
-            ax.set_xticks(ratio, [f'{r:.1f}x' for r in ratio])
-            ax.set_title(f'tokeniser: {tok}')
-            ax.set_xlabel(f'test pixels / training pixels ({probe.train_side}² px)')
+            _transfer_panel(ax, probe, per_side,
+                            [(f'position:{pos}+{tok}', dict(label=pos, marker='o', capsize=2))
+                             for pos in POSITION_ENCODINGS], f'tokeniser: {tok}')
         axes[0][0].set_ylabel('mIoU (mean, 95 % interval)')
         axes[0][-1].legend(fontsize=7)
         fig.tight_layout()
