@@ -160,16 +160,15 @@ def draw_resolution(rng: np.random.Generator, side: int, radii: tuple[float, flo
     return _shapes(rng, side, rng.uniform(*radii, count), margin=0.5)
 
 
-def draw_scale_range(rng: np.random.Generator, side: int, aspect: float = BAR_ASPECT
-                     ) -> tuple[np.ndarray, np.ndarray]:
+def draw_scale_range(rng: np.random.Generator, side: int) -> tuple[np.ndarray, np.ndarray]:
     """One grey bar in a random direction, its length uniform from 4 px to
-    90 % of the side, ``aspect`` times its width (at least 2 px),
+    90 % of the side, :data:`BAR_ASPECT` times its width (at least 2 px),
     labelled 1 + the colour index of its mark: the first
     :data:`MARK_LENGTH` of its length (at least 1.5 px)."""
     xs, ys = _grid(side)
     image, label = _background(rng, side), np.zeros((side, side), np.int64)
     length = rng.uniform(4, 0.9 * side)
-    width = max(2., length / aspect)
+    width = max(2., length / BAR_ASPECT)
     angle = rng.uniform(0, 2 * math.pi)
     c, s = math.cos(angle), math.sin(angle)
     half_x = (abs(c) * length + abs(s) * width) / 2 + 1        # the bar's bounding box
@@ -264,19 +263,21 @@ def variant(base: Probe, name: str, summary: str, draw: Optional[Callable] = Non
                    varies=base.name, **changes)
 
 
+LONG_RANGE_FAR = variant(LONG_RANGE, 'far', 'the cue band >= 80 px away, 128 px images',
+                         functools.partial(draw_long_range, gap=80), train_side=128,
+                         eval_sides=(128,))
+
 PROBES: dict[str, Probe] = {p.name: p for p in (
     RESOLUTION, LONG_RANGE, SCALE_RANGE, FINE_STRUCTURE,
     variant(RESOLUTION, 'small', 'shapes of radius 3-6 px (8 per 64² px); trained at 64, tested at '
             '64, 88 and 128 px', functools.partial(draw_resolution, radii=(3, 6), per_64px=8)),
     variant(RESOLUTION, 'large', 'shapes of radius 8-16 px (1.2 per 64² px); trained at 64, tested '
             'at 64, 88 and 128 px', functools.partial(draw_resolution, radii=(8, 16), per_64px=1.2)),
-    variant(LONG_RANGE, 'far', 'the cue band >= 80 px away, 128 px images',
-            functools.partial(draw_long_range, gap=80), train_side=128, eval_sides=(128,)),
+    LONG_RANGE_FAR,
     variant(LONG_RANGE, 'long', f'the cue band >= {LONG_RANGE_GAP} px away, twice the steps',
             schedule=2.),
-    variant(LONG_RANGE, 'far_long', 'the cue band >= 80 px away, 128 px images, twice the steps',
-            functools.partial(draw_long_range, gap=80), train_side=128, eval_sides=(128,),
-            schedule=2.),
+    replace(LONG_RANGE_FAR, name='long_range_far_long', schedule=2.,
+            summary=LONG_RANGE_FAR.summary + ', twice the steps'),
     variant(SCALE_RANGE, 'large', 'a bar 4 px to 90 % of 160 px long (reach up to ~115 px)',
             train_side=160, eval_sides=(160,)),
     variant(FINE_STRUCTURE, 'thin', 'an arc 1-2 px wide over clutter',
