@@ -161,19 +161,16 @@ def window_design(name: str, arch: dict, train_side: int) -> dict:
         raise ValueError(f'unknown window design {name!r}; choose from {WINDOW_DESIGNS}')
     attention, _, term = name.partition('+')
     grids = [math.ceil(train_side / (4 * 2 ** i)) for i in range(len(arch['depths']))]
-    cfg = dict(type='TokenPyramid', ffn=dict(type='MLP'), **TOKENISERS['overlap'])
+    cfg = position_design(term if term in ('cpe', 'convffn') else 'none', 'overlap', arch,
+                          train_side)
     if attention == 'mvit':
         cfg['mixer'] = [dict(type='MultiScalePoolingAttention', stride_kv=(4, 2, 1, 1)[i],
                              input_size=g, rel_pos=term == 'decomposed')
                         for i, g in enumerate(grids)]
-        return cfg
-    bias = term if term in ('table', 'cpb') else 'none'
-    cfg['mixer'] = [dict(type='ShiftedWindowAttention', window_size=g // 2, position_bias=bias)
-                    for g in grids]
-    if term == 'cpe':
-        cfg['position'] = dict(type='ConvPosEnc')
-    elif term == 'convffn':
-        cfg['ffn'] = dict(type='ConvFFN')
+    else:
+        bias = term if term in ('table', 'cpb') else 'none'
+        cfg['mixer'] = [dict(type='ShiftedWindowAttention', window_size=g // 2,
+                             position_bias=bias) for g in grids]
     return cfg
 
 
