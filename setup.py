@@ -76,7 +76,7 @@ setup(
     install_requires=read_requirements(),
     extras_require={'det': DET, 'seg': SEG, 'cls': CLS, 'all': [*DET, *SEG, *CLS],
                     'deploy': DEPLOY,
-                    'tests': ['pytest>=7,<9', 'pytest-xdist>=3.5', *DEPLOY]},
+                    'tests': ['pytest>=7,<9', 'pytest-xdist>=3.5', 'hypothesis>=6.100', *DEPLOY]},
     license='Apache-2.0',
     license_files=['LICENSE'],
 )

@@ -44,3 +44,22 @@ def test_post_op_computes_the_activation(act):
                                                    algorithm)
         torch.testing.assert_close(fused, act(F.linear(x, linear.weight, linear.bias)),
                                    rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize('act', INSTANCES, ids=repr)
+@pytest.mark.parametrize('grad_layout, h_layout', [('channels_last', 'contiguous'),
+                                                   ('contiguous', 'channels_last')])
+def test_act_grad_with_operands_of_two_layouts(act, grad_layout, h_layout):
+    """The gradient of a map whose output gradient has another memory layout
+    than its input equals the gradient with both contiguous, written to
+    ``out`` or not (torch 2.1's CPU gelu_backward read a channels-last
+    gradient beside a contiguous input wrong)."""
+    torch.manual_seed(0)
+    grad, h = torch.randn(2, 16, 7, 9), torch.randn(2, 16, 7, 9)
+    expected = act_grad(act, grad, h)
+    layout = {'contiguous': torch.contiguous_format, 'channels_last': torch.channels_last}
+    grad_mixed = grad.contiguous(memory_format=layout[grad_layout])
+    h_mixed = h.contiguous(memory_format=layout[h_layout])
+    torch.testing.assert_close(act_grad(act, grad_mixed, h_mixed), expected, rtol=1e-6, atol=1e-6)
+    written = act_grad(act, grad_mixed.clone(), h_mixed, out=grad_mixed)
+    torch.testing.assert_close(written, expected, rtol=1e-6, atol=1e-6)

@@ -104,3 +104,35 @@ def test_the_pinned_torch_has_every_path():
     if f'torch=={torch.__version__.split("+")[0]}' not in pins.split():
         pytest.skip(f'torch {torch.__version__} is not the pinned one')
     assert {name: p.unavailable for name, p in ops.FAST_PATHS.items() if p.unavailable} == {}
+
+
+def test_an_unproven_torch_leaves_every_path_off_unless_named(monkeypatch):
+    """On a torch series outside PROVEN_TORCH a path is off by default,
+    describe() says why, and a setting naming it still turns it on."""
+    reason = registry.unproven_reason('2.5.1+cpu')
+    assert '2.5' in reason and all(series in reason for series in registry.PROVEN_TORCH)
+    assert registry.unproven_reason(f'{registry.PROVEN_TORCH[0]}.7+cu118') is None
+    monkeypatch.delenv(ops.ENV_VAR, raising=False)
+    monkeypatch.setitem(registry.FAST_PATHS, 'unproven_path', registry.FastPath(
+        'unproven_path', 'a test path', unproven=reason))
+    assert not ops.switch('unproven_path')
+    assert not ops.switch('unproven_path', {'unproven_path': 'default'})
+    assert ops.switch('unproven_path', {'unproven_path': True}).devices == {'cpu', 'cuda'}
+    monkeypatch.setenv(ops.ENV_VAR, 'unproven_path=on')
+    assert ops.switch('unproven_path').devices == {'cpu', 'cuda'}
+    row = next(r for r in ops.describe() if r['name'] == 'unproven_path')
+    assert row['unproven'] == reason
+
+
+def test_every_ci_torch_is_proven():
+    """The torch of each CI job (floor, pinned, newest) is in PROVEN_TORCH,
+    and every series there is one a job runs: the property tests
+    (tests/ops/test_fast_path_properties.py) run wherever a path is on by
+    default."""
+    from pathlib import Path
+    tools = Path(__file__).resolve().parents[2] / 'tools'
+    series = set()
+    for name in ('constraints.txt', 'constraints-floor.txt', 'constraints-newest.txt'):
+        pin = next(line for line in (tools / name).read_text().split() if line.startswith('torch=='))
+        series.add(registry.torch_series(pin.split('==')[1]))
+    assert series == set(registry.PROVEN_TORCH)

@@ -57,9 +57,29 @@ def fused_post_op(act: nn.Module) -> Optional[tuple[str, str]]:
     return None if entry is None else entry.post_op(act)
 
 
+def one_layout(grad: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """``grad`` in the memory layout of ``h`` (itself where the strides
+    already agree, else a copy).
+
+    Gradient kernels are handed operands of one layout: torch 2.1's CPU
+    ``gelu_backward`` takes oneDNN's kernel when ``h`` is contiguous and
+    reads a channels-last ``grad`` there as if it were contiguous too (wrong
+    elements, and memory past them)."""
+    if grad.stride() == h.stride() or grad.shape != h.shape:
+        return grad
+    if h.dim() == 4 and not h.is_contiguous() and h.is_contiguous(
+            memory_format=torch.channels_last):
+        return grad.contiguous(memory_format=torch.channels_last)
+    return grad.contiguous()
+
+
 def act_grad(act: nn.Module, grad: torch.Tensor, h: torch.Tensor,
              out: Optional[torch.Tensor] = None) -> torch.Tensor:
     """The gradient of ``h`` from that of ``act(h)`` (an activation of
     :data:`ACTIVATIONS`), in ``out`` (``grad`` itself is allowed) where the
-    kernel can write there."""
+    kernel can write there; ``grad`` is first given the layout of ``h``
+    (:func:`one_layout`), and written to a new tensor if that copied it."""
+    aligned = one_layout(grad, h)
+    if aligned is not grad:
+        grad, out = aligned, None
     return ACTIVATIONS[type(act)].grad(act, grad, h, out)

@@ -17,6 +17,12 @@ Users choose with a setting, most specific first:
   ``name=on|off|default,...``), read when a layer is built;
 - the registry's defaults.
 
+A path is on by default only on a torch series (major.minor) in
+:data:`PROVEN_TORCH`, where its property tests (outputs and gradients equal to
+the plain code's, float64 gradcheck, bitwise-repeatable backward) passed; on
+any other torch it stays off unless a setting names it, and :func:`describe`
+says why.
+
 A setting is ``'default'``, ``'plain'`` (every path off) or a mapping
 ``{name: value}`` where ``value`` is ``True`` (on wherever it can run),
 ``False`` (off), ``'default'`` or a sequence of device types
@@ -45,6 +51,26 @@ MODES = ('train', 'inference')
 
 Setting = Union[None, str, Mapping[str, Union[bool, str, Iterable[str]]]]
 
+#: the torch series on which every registered path passed its property tests
+#: (``tests/ops/test_fast_path_properties.py``): the CI jobs' torch (floor,
+#: pinned, newest)
+PROVEN_TORCH = ('2.1', '2.14', '2.15')
+
+
+def torch_series(version: str = torch.__version__) -> str:
+    """``'2.14'`` for ``'2.14.1+cu130'``."""
+    return '.'.join(version.split('+')[0].split('.')[:2])
+
+
+def unproven_reason(version: str = torch.__version__) -> Optional[str]:
+    """Why no path is on by default under torch ``version``, or ``None``
+    where its series is in :data:`PROVEN_TORCH`."""
+    series = torch_series(version)
+    if series in PROVEN_TORCH:
+        return None
+    return (f'not proven on torch {series} (the property tests passed on torch '
+            f"{', '.join(PROVEN_TORCH)}): off unless a setting names it")
+
 
 @dataclass(frozen=True)
 class FastPath:
@@ -63,6 +89,9 @@ class FastPath:
         unavailable: why the running PyTorch cannot take it (an API it needs
             is missing), or ``None``: where set, the path is off whatever the
             setting, and :func:`describe` says why.
+        unproven: why it is off by default on the running PyTorch (its
+            series is not in :data:`PROVEN_TORCH`), or ``None``; a setting
+            that names the path still turns it on.
     """
 
     name: str
@@ -73,6 +102,7 @@ class FastPath:
     evidence: str = 'docs/benchmarks.md'
     modes: tuple[str, ...] = MODES
     unavailable: Optional[str] = None
+    unproven: Optional[str] = None
 
     def __post_init__(self):
         if not self.modes or set(self.modes) - set(MODES):
@@ -104,7 +134,7 @@ def register_fast_path(name: str, reason: str, *, devices: Iterable[str] = ('cpu
     if needs is not None and not needs[0]:
         unavailable = f'needs {needs[1]}; this is torch {torch.__version__}'
     path = FastPath(name, reason, tuple(devices), tuple(default_devices), tuple(dtypes),
-                    evidence, tuple(modes), unavailable)
+                    evidence, tuple(modes), unavailable, unproven_reason())
     FAST_PATHS[name] = path
     return path
 
@@ -159,7 +189,7 @@ def _devices(path: FastPath, value) -> tuple[str, ...]:
     if value is False:
         return ()
     if value == 'default' or value is None:
-        return path.default_devices
+        return () if path.unproven else path.default_devices
     return tuple(value)
 
 
@@ -196,6 +226,7 @@ def configure(model: nn.Module, setting: Setting) -> nn.Module:
 def describe(model: Optional[nn.Module] = None) -> list[dict]:
     """One row per registered path (name, reason, devices, default devices,
     dtypes, evidence, ``unavailable``: why this PyTorch cannot take it, or
+    ``None``; ``unproven``: why it is off by default on this PyTorch, or
     ``None``) and, for ``model``, the devices where its modules have it on."""
     rows = []
     for path in FAST_PATHS.values():
@@ -203,7 +234,7 @@ def describe(model: Optional[nn.Module] = None) -> list[dict]:
                    default_devices=list(path.default_devices),
                    dtypes=[str(d).replace('torch.', '') for d in path.dtypes],
                    evidence=path.evidence, modes=list(path.modes),
-                   unavailable=path.unavailable)
+                   unavailable=path.unavailable, unproven=path.unproven)
         if model is not None:
             from .autograd import Switch
             on = {d for m in model.modules() for v in vars(m).values()

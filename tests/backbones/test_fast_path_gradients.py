@@ -1,0 +1,49 @@
+"""Every released architecture of every family, at full size, with the
+default fast paths: the outputs, the input gradient and every parameter
+gradient of a training step at an odd input size and batch 2 equal those of
+``fast_paths='plain'`` (float32, the tolerance of ``tests/ops/grads.py``)."""
+import pytest
+import torch
+
+from vattn_mm import ops
+from vattn_mm.backbones import backbone_class, registered_backbones
+
+from ..ops.grads import assert_grads_match
+
+# every released model (FocalNet-H: 0.7 B parameters, about 9 GiB here with both sets of
+# gradients): slow, and on one worker, so that two of the largest never run at once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('released_models')]
+
+#: odd height and width, batch 2
+SIZE, BATCH = (67, 93), 2
+RELEASED = [(family, arch) for family in sorted(registered_backbones())
+            for arch in backbone_class(family).arch_zoo]
+
+
+def _step(model, x: torch.Tensor, setting) -> list:
+    """Outputs and the gradients of the input and of every parameter of one
+    backward under a fixed, uneven weighting of the outputs."""
+    ops.configure(model, setting)
+    x = x.detach().requires_grad_()
+    outs = model(x)
+    weights = [torch.linspace(-1, 1, o.numel()).view_as(o) for o in outs]
+    grads = torch.autograd.grad(outs, [x, *model.parameters()], weights)
+    return [o.detach() for o in outs] + list(grads)
+
+
+@pytest.mark.parametrize('family, arch', RELEASED, ids=[f'{f}-{a}' for f, a in RELEASED])
+def test_default_fast_paths_give_plain_gradients(family, arch):
+    torch.manual_seed(0)
+    model = backbone_class(family)(arch, drop_path_rate=0.).train()
+    model.init_weights()
+    with torch.no_grad():   # off the initial values (zero offsets sit on bilinear kinks)
+        for param in model.parameters():
+            param.add_(torch.randn_like(param), alpha=0.01)
+    assert any(row['on_in_model'] for row in ops.describe(ops.configure(model, None))), \
+        f'no fast path is on by default in {family} {arch} on torch {torch.__version__}'
+    x = torch.randn(BATCH, 3, *SIZE)
+    plain = _step(model, x, 'plain')
+    fast = _step(model, x, None)
+    names = [f'output {i}' for i in range(len(fast) - 1 - len(list(model.parameters())))]
+    names += ['grad input'] + [f'grad {name}' for name, _ in model.named_parameters()]
+    assert_grads_match(fast, plain, names, f'{family} {arch} at {SIZE}, batch {BATCH}')
