@@ -8,7 +8,7 @@ import torch
 from vattn_mm import ops
 from vattn_mm.backbones import backbone_class, registered_backbones
 
-from ..ops.grads import assert_grads_match
+from ..ops.grads import assert_grads_match, move_off_init, result_names, weighted_grads
 
 # every released model (FocalNet-H: 0.7 B parameters, about 9 GiB here with both sets of
 # gradients): slow, and on one worker, so that two of the largest never run at once
@@ -23,12 +23,8 @@ RELEASED = [(family, arch) for family in sorted(registered_backbones())
 def _step(model, x: torch.Tensor, setting) -> list:
     """Outputs and the gradients of the input and of every parameter of one
     backward under a fixed, uneven weighting of the outputs."""
-    ops.configure(model, setting)
     x = x.detach().requires_grad_()
-    outs = model(x)
-    weights = [torch.linspace(-1, 1, o.numel()).view_as(o) for o in outs]
-    grads = torch.autograd.grad(outs, [x, *model.parameters()], weights)
-    return [o.detach() for o in outs] + list(grads)
+    return weighted_grads(ops.configure(model, setting)(x), [x, *model.parameters()])
 
 
 @pytest.mark.parametrize('family, arch', RELEASED, ids=[f'{f}-{a}' for f, a in RELEASED])
@@ -36,14 +32,11 @@ def test_default_fast_paths_give_plain_gradients(family, arch):
     torch.manual_seed(0)
     model = backbone_class(family)(arch, drop_path_rate=0.).train()
     model.init_weights()
-    with torch.no_grad():   # off the initial values (zero offsets sit on bilinear kinks)
-        for param in model.parameters():
-            param.add_(torch.randn_like(param), alpha=0.01)
+    move_off_init(model)
     assert any(row['on_in_model'] for row in ops.describe(ops.configure(model, None))), \
         f'no fast path is on by default in {family} {arch} on torch {torch.__version__}'
     x = torch.randn(BATCH, 3, *SIZE)
     plain = _step(model, x, 'plain')
     fast = _step(model, x, None)
-    names = [f'output {i}' for i in range(len(fast) - 1 - len(list(model.parameters())))]
-    names += ['grad input'] + [f'grad {name}' for name, _ in model.named_parameters()]
+    names = result_names(len(model.out_indices), model)
     assert_grads_match(fast, plain, names, f'{family} {arch} at {SIZE}, batch {BATCH}')

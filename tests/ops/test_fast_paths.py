@@ -18,6 +18,7 @@ from vattn_mm.layers import (MLP, BiasedDeformConv2d, ConvFFN, ConvNormAct, Dept
                              tokens_to_map)
 
 from ..backbone_cases import CASES, build_micro
+from .grads import move_off_init, weighted_grads
 
 HW = (6, 7)
 DOCS = Path(__file__).resolve().parents[2] / 'docs' / 'training.md'
@@ -93,10 +94,7 @@ def _run(module: nn.Module, x: torch.Tensor, call: Callable, train: bool):
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         if train:
             x = x.detach().requires_grad_()
-            out = call(module, x)
-            weights = torch.linspace(-1, 1, out.numel()).view_as(out)
-            results = [out.detach(), *torch.autograd.grad((out * weights).sum(),
-                                                          [x, *module.parameters()])]
+            results = weighted_grads(call(module, x), [x, *module.parameters()])
         else:
             with torch.no_grad():
                 results = [call(module, x)]
@@ -127,17 +125,9 @@ def test_every_registered_path_has_cases():
 @pytest.fixture(scope='module')
 def micro_models():
     """name -> the micro backbone, with the registry's defaults and every
-    parameter moved off its initial value: LITv2's offsets start at zero,
-    where every deformable sample sits on a pixel, the kink of bilinear
-    sampling, whose one-sided offset gradient two correct kernels may take
-    from either side."""
+    parameter moved off its initial value (:func:`~.grads.move_off_init`)."""
     torch.manual_seed(0)
-    models = {name: build_micro(name) for name in CASES}
-    with torch.no_grad():
-        for model in models.values():
-            for param in model.parameters():
-                param.add_(torch.randn_like(param), alpha=0.01)
-    return models
+    return {name: move_off_init(build_micro(name)) for name in CASES}
 
 
 def test_every_registered_path_is_used_by_a_backbone(micro_models):

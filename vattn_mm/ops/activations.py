@@ -59,7 +59,8 @@ def fused_post_op(act: nn.Module) -> Optional[tuple[str, str]]:
 
 def one_layout(grad: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     """``grad`` in the memory layout of ``h`` (itself where the strides
-    already agree, else a copy).
+    already agree, else a copy with ``h``'s strides, or ``h``'s suggested
+    layout where ``h`` is not dense).
 
     Gradient kernels are handed operands of one layout: torch 2.1's CPU
     ``gelu_backward`` takes oneDNN's kernel when ``h`` is contiguous and
@@ -67,10 +68,7 @@ def one_layout(grad: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     elements, and memory past them)."""
     if grad.stride() == h.stride() or grad.shape != h.shape:
         return grad
-    if h.dim() == 4 and not h.is_contiguous() and h.is_contiguous(
-            memory_format=torch.channels_last):
-        return grad.contiguous(memory_format=torch.channels_last)
-    return grad.contiguous()
+    return torch.empty_like(h, dtype=grad.dtype).copy_(grad)
 
 
 def act_grad(act: nn.Module, grad: torch.Tensor, h: torch.Tensor,
