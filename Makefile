@@ -2,17 +2,17 @@
 # make test  - set up and run the test suite on the pinned stack (2 processes, pytest-xdist)
 # make test-quick  - the suite without the tests marked slow (the inner loop, ~3 min)
 # make test-compat - the compatibility jobs: torch 2.1 / Python 3.9 and the newest torch / Python 3.12,
-#                    with mmcv-lite (tools/compat_test.sh; each makes its environment once)
+#                    with mmcv-lite (.dev_scripts/compat_test.sh; each makes its environment once)
 # make test-stress   - the process- and timeout-bound test modules 10 times each beside a CPU hog
-#                      (tools/stress_test.sh; needs stress-ng)
-# make gpu-kit       - .gpu_kit/: the wheels and node command the lent GPU node needs (tools/gpu_kit/)
+#                      (.dev_scripts/stress_test.sh; needs stress-ng)
+# make gpu-kit       - .gpu_kit/: the wheels and node command the lent GPU node needs (.dev_scripts/gpu_kit/)
 # make gpu-rehearsal - the node command on this CPU in an imitation of the node (Python 3.12, torch 2.11)
 PY := .venv/bin/python
 # the pinned stack has every package: a test marked needs(...) fails there instead of skipping;
 # one compute thread per test process and per process it starts (the 2 workers share the cores);
 # --dist loadgroup keeps each xdist_group (the modules that start training processes) on one worker
 PYTEST := VATTN_FULL_STACK=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
-	$(PY) -m pytest tests -q -p no:cacheprovider -n 2 --dist loadgroup
+	$(PY) -m pytest tests projects -q -p no:cacheprovider -n 2 --dist loadgroup
 PYTEST_ARGS ?=
 
 .PHONY: install demo test test-quick test-compat test-stress gpu-kit gpu-rehearsal
@@ -25,11 +25,11 @@ test: install
 test-quick:
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 test-compat:
-	bash tools/compat_test.sh floor
-	bash tools/compat_test.sh newest
+	bash .dev_scripts/compat_test.sh floor
+	bash .dev_scripts/compat_test.sh newest
 test-stress: install
-	bash tools/stress_test.sh 10
+	bash .dev_scripts/stress_test.sh 10
 gpu-kit: install
-	bash tools/gpu_kit/make_kit.sh
+	bash .dev_scripts/gpu_kit/make_kit.sh
 gpu-rehearsal: gpu-kit
-	bash tools/gpu_kit/rehearse.sh
+	bash .dev_scripts/gpu_kit/rehearse.sh

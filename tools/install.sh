@@ -134,7 +134,7 @@ log "installing vattn-mm and mmengine / mmdet / mmsegmentation / mmpretrain"
 "${PIP[@]}" --no-deps timm
 # mmdet's and mmseg's analyze_logs.py import seaborn, which neither declares
 "${PIP[@]}" seaborn
-# mim (tests/checkpoint/test_model_zoo.py) without its opendatalab -> openxlab chain, which pins old setuptools,
+# mim (tests/checkpoint/test_model_index.py) without its opendatalab -> openxlab chain, which pins old setuptools,
 # requests, tqdm and rich: only what `mim search` / `mim train` import, then openmim itself last (a
 # later pip install would report the chain as missing)
 "${PIP[@]}" colorama pandas requests tabulate

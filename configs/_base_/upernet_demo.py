@@ -1,6 +1,6 @@
 # The UperNet demo recipe on the embedded demo shapes (tools/make_demo_data.py): trains from
 # scratch on the CPU in a few minutes and reports mIoU. A demo config adds a backbone fragment
-# and the heads' in_channels (configs/demo/pvtv2_b0_upernet_demo.py, configs/zoo/).
+# and the heads' in_channels (configs/demo/pvtv2_b0_upernet_demo.py, projects/attention_zoo/configs/).
 _base_ = [
     'mmseg::_base_/models/upernet_r50.py',
     'mmseg::_base_/default_runtime.py',

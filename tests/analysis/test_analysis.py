@@ -12,9 +12,8 @@ import pytest
 
 from vattn_mm.analysis import spec_complexity
 from vattn_mm.analysis.bench import Case, Row, benchmark, fill_row, markdown, read_csv, write_csv
-from vattn_mm.analysis.bench import quadtree_vs_dense
 
-from ..tools import TOOLS as TOOLS_ROOT, load_tool
+from ..tools import DEV_SCRIPTS, TOOLS as TOOLS_ROOT, load_tool
 
 #: slow (the tools start their worker processes (torch + mmdet imports each))
 pytestmark = pytest.mark.slow
@@ -232,11 +231,11 @@ def test_merge_runs(tmp_path, capsys):
 
 
 def test_dilated_attention_benchmark_runs(capsys):
-    """tools/analysis/benchmark_dilated_attention.py end to end at a small size
+    """.dev_scripts/op_benchmarks/benchmark_dilated_attention.py end to end at a small size
     (the README's numbers come from it at 800x1344)."""
     import subprocess
     res = subprocess.run(
-        [sys.executable, str(TOOLS / 'benchmark_dilated_attention.py'),
+        [sys.executable, str(DEV_SCRIPTS / 'op_benchmarks' / 'benchmark_dilated_attention.py'),
          '--arch', 'tiny', '--size', '64', '96', '--device', 'cpu', '--scope', 'stage',
          '--mode', 'inference', '--repeat', '1', '--threads', '1'],
         capture_output=True, text=True, timeout=300)
@@ -248,10 +247,11 @@ def test_dilated_attention_benchmark_runs(capsys):
 
 
 def test_quadtree_benchmark_workers_and_tables(capsys):
-    """tools/analysis/benchmark_quadtree.py's worker processes on one small
+    """.dev_scripts/op_benchmarks/benchmark_quadtree.py's worker processes on one small
     dense case (the tool's own sizes take minutes), a failing case skipped,
     and the tables and linearity verdict from given results."""
-    tool = load_tool('analysis/benchmark_quadtree.py')
+    quadtree_vs_dense = load_tool('op_benchmarks/quadtree_vs_dense.py', DEV_SCRIPTS)
+    tool = load_tool('op_benchmarks/benchmark_quadtree.py', DEV_SCRIPTS)
     spec = dict(device='cpu', repeat=1, threads=1, train=True, kind='dense', size=[64, 64])
     res = tool.measure_case(spec, quadtree_vs_dense.worker_env('cpu'))
     assert res['time_s'] > 0 and res['runs'] == 1 and res['peak_bytes'] >= 0, res

@@ -229,18 +229,9 @@ def test_tool_end_to_end(tmp_path, capsys):
     torch.save({'state_dict': {'backbone.other': torch.zeros(1)}}, tmp_path / 'bad.pth')
     assert TOOL.main(args + ['--checkpoint', str(tmp_path / 'bad.pth')]) == 2
     assert 'does not fit TokenPyramid' in capsys.readouterr().err
-    for bad, message in [([], 'at least one MODEL'), (['--zoo', 'nope'], 'unknown zoo variant'),
+    for bad, message in [([], 'at least one model'),
                          ([str(config), str(config), '--checkpoint', 'x.pth'], 'one model'),
                          ([str(config), '--images', str(tmp_path / 'none')], 'no such folder')]:
         with pytest.raises(SystemExit):
             TOOL.main(bad)
         assert message in capsys.readouterr().err
-
-
-def test_tool_zoo_grid(tmp_path):
-    assert TOOL.main(['--zoo', 'sra@quick', 'global@quick', '--size', '32', '--num-images', '1',
-                      '--out', str(tmp_path)]) == 0
-    report = json.loads((tmp_path / 'zoo_erf.json').read_text())
-    assert [m['name'] for m in report['models']] == ['sra@quick', 'global@quick']
-    assert all(m['stage'] == 3 for m in report['models'])
-    assert sorted(np.load(tmp_path / 'zoo_erf.npz').files) == ['global@quick', 'sra@quick']

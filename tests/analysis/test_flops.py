@@ -13,7 +13,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from vattn_mm.analysis import (build_spec, build_target, count_complexity,
                                model_complexity, spec_complexity)
-from vattn_mm.analysis.reference import PUBLISHED, agrees, published_precision
+from vattn_mm.analysis.published_complexity import PUBLISHED, agrees, published_precision
 from vattn_mm.backbones import backbone_class
 from vattn_mm.backbones.quadtree import CLS_TOPKS
 from vattn_mm.layers import (DeformableTokenMerging, FocalModulation, HiLoAttention,

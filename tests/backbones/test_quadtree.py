@@ -157,15 +157,15 @@ def test_cuda_matches_cpu():
 
 
 def test_thread_count_moves_quadtree_only_through_its_selections():
-    """tools/analysis/quadtree_exactness.py: 1 vs 2 threads; pinned to the
+    """.dev_scripts/op_benchmarks/quadtree_exactness.py: 1 vs 2 threads; pinned to the
     same top-k selections the two runs agree to rounding, so any larger
     difference is selections flipping (QuadTree-b0 at 512x512: 18 of 18432
     rows, 1.8e-3, on the development machine)."""
     import torch
 
-    from ..tools import load_tool
+    from ..tools import DEV_SCRIPTS, load_tool
     threads = torch.get_num_threads()
-    r = load_tool('analysis/quadtree_exactness.py').thread_sensitivity('QuadTree:b0', (512, 512))
+    r = load_tool('op_benchmarks/quadtree_exactness.py', DEV_SCRIPTS).thread_sensitivity('QuadTree:b0', (512, 512))
     assert torch.get_num_threads() == threads
     assert r['rows'] == 18432
     assert r['pinned_deviation'] < 1e-5

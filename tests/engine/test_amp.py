@@ -12,11 +12,14 @@ from ..backbone_cases import CASES, build_micro
 from mmengine.config import Config
 from mmengine.registry import MODELS, init_default_scope
 from ..project.test_configs import det_batch, seg_batch
+from ..tools import dev_package
 from .test_training import DET_DEMO, ROOT, SEG_DEMO
 from torch import nn
 
-from vattn_mm.analysis.gpu_check import FINITE_ONLY, check_autocast
 from vattn_mm.utils import float32_mmcv_ops, float32_unless_native
+
+FINITE_ONLY = dev_package('gpu_check').FINITE_ONLY
+check_autocast = dev_package('gpu_check').check_autocast
 
 DTYPES = [torch.bfloat16, torch.float16]
 #: max |bf16 - fp32| / max |fp32| of the backbone outputs (8 mantissa bits);
@@ -62,7 +65,7 @@ def _cpu_float16_autocast() -> bool:
 @pytest.mark.parametrize('name', CASES)
 def test_backbone_forward_backward_under_fp16_autocast(name):
     """Finite, and within the GPU check's float16 tolerances of float32
-    (vattn_mm/analysis/gpu_check.py; finite only for its FINITE_ONLY families)."""
+    (.dev_scripts/gpu_check/precision.py; finite only for its FINITE_ONLY families)."""
     model = build_micro(name)
     metrics = check_autocast(model, torch.randn(2, 3, *CASES[name].micro_size), [torch.float16],
                              finite_only=name in FINITE_ONLY)

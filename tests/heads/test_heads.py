@@ -12,7 +12,7 @@ from mmengine.optim import DefaultOptimWrapperConstructor, build_optim_wrapper
 from mmengine.registry import DefaultScope, init_default_scope
 from torch import nn
 
-from vattn_mm.analysis.targets import strip_pretrained
+from vattn_mm.analysis.model_spec import strip_pretrained
 from vattn_mm.engine import NormDecayOptimWrapperConstructor
 
 from ..project.test_configs import (det_batch, det_num_classes, det_with_mask, load_config, seg_batch,

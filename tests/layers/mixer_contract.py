@@ -1,41 +1,31 @@
 """Checks of the token-mixer contract: what the suite runs for every
-registered mixer (``tests/layers/test_mixers.py``, ``tests/layers/test_mixer_scaling.py``,
-``tests/analysis/test_zoo.py`` parametrize them over ``MIXERS``), each reading only the
-mixer's name and its declarations (:mod:`vattn_mm.layers.builder`)."""
+registered mixer (``tests/layers/test_mixers.py`` and ``tests/layers/test_mixer_scaling.py``
+parametrize them over ``MIXERS``), each reading only the mixer's name and its
+declarations (:mod:`vattn_mm.layers.builder`)."""
 from __future__ import annotations
 
-import functools
 import math
 
 import pytest
 import torch
-from mmengine.config import Config
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from vattn_mm.analysis import build_spec, count_complexity, spec_complexity
 from vattn_mm.backbones import TokenPyramid
-from vattn_mm.analysis.zoo.variant_table import ZOO_VARIANTS, ZooVariant
 from vattn_mm.layers import MIXERS, SCALINGS, build_mixer
 
 MICRO = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
              depths=[1, 2, 1, 1])
 #: input sides of the scaling checks: stage maps of 128x128 and 256x256 tokens
 SIDES = (512, 1024)
-#: the attention zoo's tolerance on parameters and GMACs against its reference
-ZOO_MATCH = 0.05
 
 
 def micro(mixer, **kwargs) -> TokenPyramid:
     model = TokenPyramid(MICRO, mixer=mixer, drop_path_rate=0., **kwargs)
     model.init_weights()
     return model
-
-
-def zoo_tool():
-    from vattn_mm.analysis import zoo
-    return zoo
 
 
 # ------------------------------------------------------------ declarations
@@ -188,37 +178,3 @@ def check_macs(name: str, side: int = 64) -> None:
         assert booked == mixer.macs(shapes[0])
     if hasattr(mixer, 'elementwise_macs'):
         assert booked > mixer.elementwise_macs(shapes[0]) > 0
-
-
-# ----------------------------------------------------------------- zoo
-@functools.lru_cache(maxsize=None)
-def zoo_reference_cost() -> tuple[float, float]:
-    zoo = zoo_tool()
-    return zoo.complexity(zoo.REFERENCE, 224, 'backbone')
-
-
-def check_zoo_variants(name: str) -> None:
-    """The mixer has at least one variant in the zoo's table; each changes
-    only the mixer (and a listed position module) of the zoo's macro
-    architecture, builds this mixer in every stage, and, where listed as
-    matched, brings the backbone's parameters and GMACs at 224x224 within
-    5 % of the reference's."""
-    variants = ZOO_VARIANTS.get(name, {})
-    assert variants and all(isinstance(v, ZooVariant) for v in variants.values()), \
-        f'{name}: no zoo variant in ZOO_VARIANTS'
-    zoo = zoo_tool()
-    common = Config.fromfile(str(zoo.COMMON)).backbone.to_dict()
-    common.pop('init_cfg')
-    ref = zoo_reference_cost()
-    for variant, entry in variants.items():
-        backbone = zoo.backbone_config(variant)
-        extra = {'mixer'} | ({'position'} if entry.position is not None else set())
-        assert set(backbone) - set(common) == extra, variant
-        assert {k: backbone[k] for k in common} == common, variant
-        mixers = backbone['mixer'] if isinstance(backbone['mixer'], list) else [backbone['mixer']]
-        assert {m['type'] for m in mixers} == {name}, variant
-        params, gmacs = zoo.complexity(variant, 224, 'backbone')
-        assert params > 0 and gmacs > 0, variant
-        if entry.matched:
-            assert abs(params / ref[0] - 1) <= ZOO_MATCH, (variant, params, ref)
-            assert abs(gmacs / ref[1] - 1) <= ZOO_MATCH, (variant, gmacs, ref)

@@ -2,15 +2,13 @@
 registered, it passes every per-mixer check of the suite (the contract the
 registry-parametrized tests run for each mixer: declarations, forward and
 backward at even and odd sizes, batch independence, bf16 and checkpointing,
-inner width, scaling, MACs, zoo variant) without any list or backbone
-edited but its entry in the attention zoo's table."""
+inner width, scaling, MACs) without any list or backbone edited."""
 import importlib.util
 import sys
 
 import pytest
 from mmengine.registry import MODELS
 
-from vattn_mm.analysis.zoo.variant_table import ZOO_VARIANTS, ZooVariant
 from vattn_mm.layers import MIXERS
 
 from . import mixer_contract as contract
@@ -62,18 +60,15 @@ class ThrowawayGateMixer(nn.Module):
 
 @pytest.fixture(scope='module')
 def new_mixer(tmp_path_factory):
-    """The mixer file imported (which registers it) and its zoo variant
-    listed, both undone after."""
+    """The mixer file imported (which registers it), undone after."""
     path = tmp_path_factory.mktemp('new_mixer') / 'throwaway_gate.py'
     path.write_text(MIXER_FILE)
     spec = importlib.util.spec_from_file_location('throwaway_gate', path)
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-        ZOO_VARIANTS[NAME] = {'throwaway_gate': ZooVariant(matched=False)}
         yield MIXERS[NAME]
     finally:
-        ZOO_VARIANTS.pop(NAME, None)
         MIXERS.pop(NAME, None)
         MODELS._module_dict.pop(NAME, None)
         sys.modules.pop('throwaway_gate', None)
@@ -82,8 +77,7 @@ def new_mixer(tmp_path_factory):
 @pytest.mark.parametrize('check', [
     contract.check_declarations, contract.check_batch_independence,
     contract.check_bf16_and_cp, contract.check_inner_width, contract.check_linear_macs,
-    contract.check_no_token_matrix, contract.check_macs,
-    pytest.param(contract.check_zoo_variants, marks=pytest.mark.needs('mmdet'))])
+    contract.check_no_token_matrix, contract.check_macs])
 def test_new_mixer_passes_the_contract(new_mixer, check):
     check(NAME)
 
@@ -94,10 +88,9 @@ def test_new_mixer_from_type_alone(new_mixer, size):
 
 
 def test_new_mixer_is_listed_everywhere(new_mixer):
-    """The registry, the zoo's variants and the complexity formulas see it."""
+    """The registry and the complexity formulas see it."""
     from vattn_mm.analysis import declared_macs
     assert MODELS.get(NAME) is new_mixer
-    assert 'throwaway_gate' in contract.zoo_tool().variants()
     assert new_mixer in declared_macs('elementwise_macs')
 
 
@@ -107,6 +100,4 @@ def test_bad_declarations_are_clear_errors():
     from vattn_mm.layers import register_mixer
     with pytest.raises(ValueError, match="scaling='linaer'"):
         register_mixer(type('BadScaling', (nn.Module, ), dict(scaling='linaer')))
-    with pytest.raises(ValueError, match='one value per stage'):
-        ZooVariant.per_stage(attn_dims=(32, 64), expansion=(1, 2, 4))
     assert 'BadScaling' not in MIXERS

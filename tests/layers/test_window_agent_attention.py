@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from tests.golden import GOLDEN, load_fixture, official_arch
-from vattn_mm.analysis.golden_fixtures import swin_attention, swin_block
+from ..golden import swin_attention, swin_block
 from vattn_mm.backbones import TokenPyramid
 from vattn_mm.layers import AgentAttention, ShiftedWindowAttention, build_mixer
 

@@ -19,7 +19,7 @@ from mmengine.config import Config, ConfigDict
 from mmengine.registry import DefaultScope, init_default_scope
 from mmengine.structures import PixelData
 
-from vattn_mm.analysis.targets import strip_pretrained
+from vattn_mm.analysis.model_spec import strip_pretrained
 from vattn_mm.utils.requires import MissingPackageError, require_config_scope
 
 from ..conftest import FULL_STACK_ENV, missing

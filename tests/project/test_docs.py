@@ -1,6 +1,6 @@
 """The documentation names only things that exist.
 
-For README.md and every docs/*.md page: every repository path named in inline
+For README.md, every docs/*.md page and every project's README: every repository path named in inline
 code, a fenced code block or a link exists (relative links are resolved from
 the page's folder; `#anchor`s must name a heading of the target page). Paths
 users create (work_dirs/, checkpoints/, data/, outputs) are not repository
@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / 'README.md'] + sorted((ROOT / 'docs').glob('*.md'))
+PAGES = ([ROOT / 'README.md'] + sorted((ROOT / 'docs').glob('*.md'))
+         + sorted((ROOT / 'projects').glob('*/README.md')))
 README_MAX_BYTES = 10 * 1024
 
 #: top-level folders of the repository whose paths the docs may name
-REPO_DIRS = ('configs', 'tools', 'docs', 'tests', 'vattn_mm', '.ci')
+REPO_DIRS = ('configs', 'tools', 'docs', 'tests', 'vattn_mm', '.ci', 'projects', '.dev_scripts')
 #: files in the repository root
 ROOT_FILES = ('README.md', 'Makefile', 'setup.py', 'requirements.txt')
 

@@ -1,4 +1,4 @@
-"""The GPU kit (tools/gpu_kit/, docs/testing.md): what can be checked without
+"""The GPU kit (.dev_scripts/gpu_kit/, docs/testing.md): what can be checked without
 making it (``make gpu-rehearsal`` runs it): its scripts parse, it carries the
 pinned OpenMMLab stack, and the rehearsal imitates only what the node has."""
 import re
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-KIT = ROOT / 'tools' / 'gpu_kit'
+KIT = ROOT / '.dev_scripts' / 'gpu_kit'
 
 
 def pins(path: Path) -> dict:

@@ -66,13 +66,14 @@ def test_package_leaves_processes_and_import_paths_to_the_tools():
 
 
 def test_tools_import_the_installed_package():
-    """No tool puts the checkout on the import path: they run against
+    """No tool or maintainer script puts the checkout on the import path: they run against
     whatever vattn_mm the interpreter has installed (editable or not)."""
-    tools = [p for p in (ROOT / 'tools').rglob('*') if p.suffix in ('.py', '.sh')]
+    tools = [p for folder in ('tools', '.dev_scripts') for p in (ROOT / folder).rglob('*')
+             if p.suffix in ('.py', '.sh')]
     hits = _lines_with(tools, ('sys.path', 'PYTHONPATH'))
     # the GPU node command installs the kit and vattn-mm into a folder of its own (the node's
     # python is a venv it cannot write to) and must put that folder on the path
-    node = [h for h in hits if h.startswith('tools/gpu_kit/run.sh:') and '$ROOT' not in h
+    node = [h for h in hits if h.startswith('.dev_scripts/gpu_kit/run.sh:') and '$ROOT' not in h
             and re.search(r'PYTHONPATH=(\$ENV/\w+:?)+( \\)?$', h)]
     assert set(hits) == set(node), '\n'.join(sorted(set(hits) - set(node)))
     assert node
@@ -162,3 +163,39 @@ def test_tools_run_on_the_installed_package(installed):
     site = (installed / 'site').resolve()
     for record in records:
         assert Path(record['vattn_mm']).resolve().is_relative_to(site), record
+
+
+#: the subpackages the wheel ships: the library, nothing of the studies (projects/) or the
+#: maintainer checks (.dev_scripts/)
+WHEEL_PACKAGES = {'vattn_mm', 'vattn_mm.analysis', 'vattn_mm.analysis.bench', 'vattn_mm.apis',
+                  'vattn_mm.backbones', 'vattn_mm.checkpoint', 'vattn_mm.datasets',
+                  'vattn_mm.deploy', 'vattn_mm.engine', 'vattn_mm.heads', 'vattn_mm.layers',
+                  'vattn_mm.ops', 'vattn_mm.utils'}
+#: what a module reading the checkout would name: the folders only a checkout has (the
+#: configs ship in the wheel under vattn_mm/.mim; docs/ pages are named as evidence)
+CHECKOUT_FOLDERS = {'tests', 'projects', '.dev_scripts'}
+
+
+def test_the_wheel_holds_the_library_only(installed):
+    """The wheel's modules are the package's source files, in the library's
+    subpackages only, and none of them names a folder of the checkout."""
+    import ast
+    import zipfile
+    wheel, = (installed / 'dist').glob('vattn_mm-*.whl')
+    with zipfile.ZipFile(wheel) as archive:
+        sources = {name: archive.read(name).decode() for name in archive.namelist()
+                   if name.endswith('.py') and '/.mim/' not in name}
+    modules = {name[:-len('.py')].replace('/', '.').removesuffix('.__init__') for name in sources}
+    packages = {m for m in modules if f"{m.replace('.', '/')}/__init__.py" in sources}
+    assert packages == WHEEL_PACKAGES, sorted(packages ^ WHEEL_PACKAGES)
+    checkout = {str(p.relative_to(ROOT)) for p in PACKAGE.rglob('*.py') if '.mim' not in p.parts}
+    assert set(sources) == checkout, sorted(set(sources) ^ checkout)
+    for name, text in sources.items():
+        tree = ast.parse(text)
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)}
+        named = {node.value.strip('/').split('/')[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str)
+                 and id(node) not in docstrings}
+        assert not named & CHECKOUT_FOLDERS, (name, named & CHECKOUT_FOLDERS)

@@ -88,6 +88,53 @@ def test_no_cycle_between_subpackages():
             visit(node, [])
 
 
+def module_graph() -> dict[str, set[str]]:
+    """``module -> modules it imports`` over the package's files (a name
+    imported from a package is its submodule where one of that name exists,
+    else the package's ``__init__``)."""
+    files = {'.'.join(p.relative_to(PACKAGE.parent).with_suffix('').parts).removesuffix('.__init__'): p
+             for p in PACKAGE.rglob('*.py') if '.mim' not in p.parts}
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        package = module if path.name == '__init__.py' else module.rpartition('.')[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name in files}
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split('.')[:len(package.split('.')) - node.level + 1] \
+                    if node.level else []
+                target = '.'.join(base + ([node.module] if node.module else []))
+                for alias in node.names:
+                    sub = f'{target}.{alias.name}'
+                    found.add(sub if sub in files else target)
+        graph[module] = {m for m in found if m in files and m != module}
+    return graph
+
+
+def test_no_import_cycle_between_modules():
+    """No two modules import each other, directly or round a longer loop
+    (a package's ``__init__`` importing its own submodules excepted: that is
+    how a package gathers its names)."""
+    graph = module_graph()
+    assert {'vattn_mm.ops.registry'} <= graph['vattn_mm.ops.autograd']  # the walk sees imports
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if nxt.startswith(node + '.'):          # a package's __init__ gathering its submodules
+                continue
+            assert state.get(nxt) != 1, f'import cycle: {" -> ".join(path + [node, nxt])}'
+            if nxt not in state:
+                visit(nxt, path + [node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+
+
 def test_tools_are_thin_wrappers():
     """Library code lives in the package: every script under tools/ stays a
     short command line around it, and no module of the package grows past

@@ -4,7 +4,6 @@ backbones at one stage, as heat maps and high-contribution area ratios
 
     python tools/analysis/erf.py configs/pvtv2_b2_maskrcnn_coco.py --checkpoint CKPT --images DIR
     python tools/analysis/erf.py PVTv2:b2 FocalNet:tiny_srf --stage 2     # one panel each
-    python tools/analysis/erf.py --zoo --stage 3 --size 224 --figure docs/zoo_erf.png
 
 Writes ``<name>.png`` (one panel per model), ``<name>.npz`` (the
 contribution maps) and ``<name>.json`` (settings and area ratios) to
@@ -21,20 +20,12 @@ from pathlib import Path
 import torch
 
 from vattn_mm.analysis.erf import (GRADIENTS, THRESHOLDS, compute_erf, folder_images,
-                                   load_model, procedural_images, ratio_table, write_results,
-                                   zoo_model)
-from vattn_mm.analysis.zoo import parse_spec, variants
+                                   load_model, procedural_images, ratio_table, write_results)
 from vattn_mm.backbones.loading import CheckpointError
 
 
-def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description='Effective receptive fields of backbones')
-    parser.add_argument('models', nargs='*', metavar='MODEL',
-                        help='config files (detection, segmentation, classification or a bare '
-                             '`backbone = dict(...)`) or Family:arch specs (PVTv2:b2)')
-    parser.add_argument('--zoo', nargs='*', metavar='VARIANT',
-                        help='zoo variants (docs/zoo.md; none named: all; <variant>@quick: tiny '
-                             'widths)')
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """The options of every ERF run (the attention zoo's tool takes them too)."""
     parser.add_argument('--checkpoint', help='weights (file or URL) for the one model given; '
                                              'default: random init')
     parser.add_argument('--stage', type=int, default=-1,
@@ -50,32 +41,37 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='seed of the random init and of the procedural images')
     parser.add_argument('--threads', type=int, help='torch threads (default: torch\'s)')
     parser.add_argument('--out', default='work_dirs/erf', help='output folder')
-    parser.add_argument('--name', help='file stem (default: zoo_erf with --zoo, else erf)')
     parser.add_argument('--figure', type=Path, help='also copy the PNG here')
-    args = parser.parse_args(argv)
-    if args.zoo is not None:
-        args.zoo = args.zoo or variants()
-        for spec in args.zoo:
-            try:
-                parse_spec(spec)
-            except ValueError as err:
-                parser.error(f'--zoo: {err}')
-    specs = args.models + (args.zoo or [])
-    if not specs:
-        parser.error('give at least one MODEL or --zoo')
-    if args.checkpoint and len(specs) != 1:
-        parser.error(f'--checkpoint applies to one model; {len(specs)} given')
+
+
+def check_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                  num_models: int) -> None:
+    if not num_models:
+        parser.error('give at least one model')
+    if args.checkpoint and num_models != 1:
+        parser.error(f'--checkpoint applies to one model; {num_models} given')
     if args.images and not Path(args.images).is_dir():
         parser.error(f'--images: no such folder {args.images}')
     for flag in ('num_images', 'size', 'batch_size'):
         if getattr(args, flag) < 1:
             parser.error(f'--{flag.replace("_", "-")} must be >= 1')
-    args.name = args.name or ('zoo_erf' if args.zoo else 'erf')
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description='Effective receptive fields of backbones')
+    parser.add_argument('models', nargs='*', metavar='MODEL',
+                        help='config files (detection, segmentation, classification or a bare '
+                             '`backbone = dict(...)`) or Family:arch specs (PVTv2:b2)')
+    add_options(parser)
+    parser.add_argument('--name', default='erf', help='file stem')
+    args = parser.parse_args(argv)
+    check_options(parser, args, len(args.models))
     return args
 
 
-def main(argv=None) -> int:
-    args = parse_args(argv)
+def run(args: argparse.Namespace, builds: list) -> int:
+    """The ERF of each ``(spec, build)`` in ``builds`` (``build(spec,
+    checkpoint)`` gives the :class:`~vattn_mm.analysis.erf.ErfModel`), written and printed."""
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.images:
@@ -84,7 +80,6 @@ def main(argv=None) -> int:
     else:
         images = procedural_images(args.num_images, args.size, args.seed)
         source = f'{len(images)} procedural demo scenes (seed {args.seed})'
-    builds = [(m, load_model) for m in args.models] + [(v, zoo_model) for v in args.zoo or []]
     erfs, weights = [], {}
     start = time.perf_counter()
     for spec, build in builds:
@@ -116,6 +111,11 @@ def main(argv=None) -> int:
     print(f'\nwritten: {", ".join(map(str, paths))}'
           + (f', {args.figure}' if args.figure is not None else ''))
     return 0
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    return run(args, [(m, load_model) for m in args.models])
 
 
 if __name__ == '__main__':

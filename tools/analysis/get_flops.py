@@ -21,7 +21,7 @@ import argparse
 import sys
 
 from vattn_mm.analysis import spec_complexity
-from vattn_mm.analysis.reference import PUBLISHED, SOURCES, TOLERANCE, agrees
+from vattn_mm.analysis.published_complexity import PUBLISHED, SOURCES, TOLERANCE, agrees
 
 
 def parse_args(argv=None) -> argparse.Namespace:

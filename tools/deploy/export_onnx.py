@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from vattn_mm.analysis import build_spec
-from vattn_mm.analysis.targets import is_backbone_spec, strip_pretrained
+from vattn_mm.analysis.model_spec import is_backbone_spec, strip_pretrained
 from vattn_mm.backbones import (CheckpointError, extract_state_dict, load_pretrained,
                                 read_checkpoint)
 from vattn_mm.deploy import DEFAULT_TIE_TOL, check_onnx, export_onnx, format_checks

@@ -33,8 +33,7 @@ from ..backbones.keymap import KeyMap
 from ..backbones.loading import FamilyConverter, load_pretrained
 from ..datasets import demo_image
 from ..engine.distributed import replace_sync_bn
-from .targets import build_spec, is_backbone_spec, strip_pretrained
-from .zoo import backbone_config
+from .model_spec import build_spec, is_backbone_spec, strip_pretrained
 
 #: RepLKNet's thresholds of the high-contribution area ratio
 THRESHOLDS = (0.2, 0.3, 0.5, 0.99)
@@ -169,15 +168,14 @@ def config_model(path: str, checkpoint: Optional[str] = None) -> ErfModel:
 
 def spec_model(spec: str, checkpoint: Optional[str] = None) -> ErfModel:
     """A registered backbone ``'Family:arch'`` (``'PVTv2:b2'``, see
-    :func:`.targets.build_spec`), ImageNet-normalised input."""
+    :func:`.model_spec.build_spec`), ImageNet-normalised input."""
     return _finish(spec, build_spec(spec), Preprocess(), checkpoint)
 
 
-def zoo_model(spec: str, checkpoint: Optional[str] = None) -> ErfModel:
-    """A zoo variant ``'<variant>'`` or ``'<variant>@quick'``
-    (:func:`.zoo.backbone_config`), ImageNet-normalised input."""
-    backbone = MODELS.build(backbone_config(spec))
-    return _finish(spec, backbone, Preprocess(), checkpoint)
+def backbone_model(name: str, backbone_cfg: dict, checkpoint: Optional[str] = None) -> ErfModel:
+    """The backbone that config ``backbone_cfg`` builds, named ``name``,
+    ImageNet-normalised input."""
+    return _finish(name, MODELS.build(backbone_cfg), Preprocess(), checkpoint)
 
 
 def load_model(source: str, checkpoint: Optional[str] = None) -> ErfModel:
@@ -380,7 +378,7 @@ def write_results(erfs: Sequence[Erf], out: Path, stem: str, settings: Mapping) 
 
 __all__ = [
     'THRESHOLDS', 'GRADIENTS', 'Preprocess', 'ErfModel', 'AreaRatio', 'Erf', 'load_weights',
-    'config_model', 'spec_model', 'zoo_model', 'load_model', 'procedural_images',
+    'backbone_model', 'config_model', 'spec_model', 'load_model', 'procedural_images',
     'folder_images', 'resolve_stage', 'contributions', 'compute_erf', 'display_map',
     'area_ratios', 'ratio_table', 'plot_erfs', 'write_results',
 ]

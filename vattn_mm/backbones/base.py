@@ -48,7 +48,7 @@ def dense_output(x: torch.Tensor) -> torch.Tensor:
 @dataclass(frozen=True)
 class CheckArchs:
     """The architectures of a backbone that the test suite and the GPU check
-    (:mod:`vattn_mm.analysis.gpu_check`) build.
+    (``.dev_scripts/gpu_check``) build.
 
     Attributes:
         micro: a tiny arch dict (all stages, every block type) for the

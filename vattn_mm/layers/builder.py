@@ -8,8 +8,7 @@ mixer's own defaults for the stage (``stage_defaults``), so
 
 A mixer is one file: besides its math, its class declares what the stage
 builder, the test suite and the analysis tools read from :data:`MIXERS`
-(no list elsewhere needs a new mixer but the attention zoo's, docs/zoo.md:
-:data:`vattn_mm.analysis.zoo.variant_table.ZOO_VARIANTS`).  Declarations:
+(no list elsewhere needs a new mixer).  Declarations:
 
 * ``scaling = 'linear' | 'quadratic'`` (required by the suite): how the
   mixer's multiply-adds grow with the number of tokens ``N`` at a fixed width
@@ -20,7 +19,7 @@ builder, the test suite and the analysis tools read from :data:`MIXERS`
   is checked to hold none.
 * ``inner_width``: the constructor option that sets the channels of the
   queries, keys and values (``'attn_dims'``; ``'modulation_dims'`` for focal
-  modulation), the zoo's matching knob; the suite checks a wider one keeps
+  modulation), what a study matches costs with; the suite checks a wider one keeps
   the token shapes, adds parameters and trains.
 * ``macs(self, x_shape) -> int``: all of the mixer's multiply-adds on tokens
   of shape ``(B, N, C)``, by the formula of its algorithm, for mixers whose
@@ -101,7 +100,7 @@ TOKENISERS: dict[str, type] = {}
 
 def register_mixer(cls: type) -> type:
     """Class decorator: register a token mixer in MMEngine's ``MODELS`` and
-    list it in :data:`MIXERS` (what the tests, the analysis and the zoo read;
+    list it in :data:`MIXERS` (what the tests and the analysis read;
     the declarations are checked here, see the module docstring)."""
     name = cls.__name__
     scaling = getattr(cls, 'scaling', None)

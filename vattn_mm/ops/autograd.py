@@ -1,9 +1,11 @@
 """When a fast path may stand in for the plain code, and the schedules every
 block runs through that decision.
 
-**The gate, in one place.**  A layer holds a :class:`Switch` per path, resolved
-when it is built (the setting is static), and asks it at run time only for
-the device and dtype (:meth:`Switch.on`).  The dynamic conditions live here:
+**The gate, in one place.**  A layer holds a :class:`Switch`
+per path (:func:`switch`; :func:`configure` re-resolves a model's), resolved
+when it is built (the setting is static), and asks it at run time only for the
+device and dtype (:meth:`Switch.on`).  The dynamic conditions
+live here:
 
 - :func:`is_exporting` / :func:`is_capturing`: a forward traced for ONNX or
   ``torch.jit`` (layers take their export forms), or captured by
@@ -39,6 +41,7 @@ the device and dtype (:meth:`Switch.on`).  The dynamic conditions live here:
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from typing import Callable, Iterable, Iterator, Optional
 
@@ -51,24 +54,39 @@ from torch.utils._python_dispatch import _get_current_dispatch_mode
 
 from ..utils.compat import autocast_available, autocast_enabled, autocast_query, is_compiling
 from .activations import ACTIVATIONS, act_grad
-from .registry import register_fast_path
+from .registry import (ENV_VAR, FAST_PATHS, FastPath, Setting, check_setting,
+                       register_fast_path)
 
-register_fast_path('recompute_act', "FFNs keep the activation's input only and recompute "
-                   'the activation in the backward: one hidden-width map less saved',
-                   modes=('train', ))
-register_fast_path('recompute_norm', 'pre-norm outputs are recomputed from the norm input '
-                   'in the backward instead of being saved', modes=('train', ),
-                   needs=(hasattr(torch._C._autograd, '_top_saved_tensors_default_hooks'),
-                          'a query whether saved-tensor hooks are active (torch._C._autograd.'
-                          '_top_saved_tensors_default_hooks, not in torch 2.1)'))
-register_fast_path('mlp_inference_chunks', 'MLP inference over chunks of tokens: the hidden '
-                   'activation never exists for the whole map',
-                   modes=('inference', ))
+# ------------------------------------------------------------------ switches
+def _parse_env(text: str) -> Setting:
+    text = text.strip()
+    if text in ('', 'default', 'plain'):
+        return text or None
+    setting = {}
+    for item in text.split(','):
+        name, sep, value = item.partition('=')
+        value = value.strip().lower()
+        if not sep or value not in ('on', 'off', 'default', '1', '0', 'true', 'false'):
+            raise ValueError(f'{ENV_VAR}={text!r}: expected "plain", "default" or '
+                             f'"name=on|off|default,...", got the item {item!r}')
+        setting[name.strip()] = (value if value == 'default'
+                                 else value in ('on', '1', 'true'))
+    return setting
+
+
+def _devices(path: FastPath, value) -> tuple[str, ...]:
+    if value is True:
+        return path.devices
+    if value is False:
+        return ()
+    if value == 'default' or value is None:
+        return () if path.unproven else path.default_devices
+    return tuple(value)
 
 
 class Switch:
     """Whether one fast path is on, per device type and dtype; what a layer
-    keeps from :func:`~vattn_mm.ops.registry.switch`."""
+    keeps from :func:`switch`."""
 
     __slots__ = ('name', 'devices', 'dtypes')
 
@@ -89,6 +107,67 @@ class Switch:
 
     def __repr__(self) -> str:
         return f'Switch({self.name!r}, devices={sorted(self.devices)})'
+
+
+def switch(name: str, setting: Setting = None):
+    """The switch of path ``name`` under ``setting``, else the environment
+    variable, else the registry's defaults."""
+    if name not in FAST_PATHS:
+        raise KeyError(f'no fast path named {name!r}; registered: {sorted(FAST_PATHS)}')
+    path = FAST_PATHS[name]
+    if path.unavailable:
+        return Switch(name, (), path.dtypes)
+    value = None
+    for source in (check_setting(_parse_env(os.environ.get(ENV_VAR, ''))),
+                   check_setting(setting)):
+        if source is not None and name in source:
+            value = source[name]
+    return Switch(name, _devices(path, value), path.dtypes)
+
+
+def configure(model: nn.Module, setting: Setting) -> nn.Module:
+    """Re-resolve every :class:`Switch` held by ``model``'s modules under
+    ``setting`` (what a backbone's ``fast_paths`` argument does); returns
+    ``model``."""
+    check_setting(setting)
+    for module in model.modules():
+        for attr, value in list(vars(module).items()):
+            if isinstance(value, Switch):
+                setattr(module, attr, switch(value.name, setting))
+    return model
+
+
+def describe(model: Optional[nn.Module] = None) -> list[dict]:
+    """One row per registered path (name, reason, devices, default devices,
+    dtypes, evidence, ``unavailable``: why this PyTorch cannot take it, or
+    ``None``; ``unproven``: why it is off by default on this PyTorch, or
+    ``None``) and, for ``model``, the devices where its modules have it on."""
+    rows = []
+    for path in FAST_PATHS.values():
+        row = dict(name=path.name, reason=path.reason, devices=list(path.devices),
+                   default_devices=list(path.default_devices),
+                   dtypes=[str(d).replace('torch.', '') for d in path.dtypes],
+                   evidence=path.evidence, modes=list(path.modes),
+                   unavailable=path.unavailable, unproven=path.unproven)
+        if model is not None:
+            on = {d for m in model.modules() for v in vars(m).values()
+                  if isinstance(v, Switch) and v.name == path.name for d in v.devices}
+            row['on_in_model'] = sorted(on)
+        rows.append(row)
+    return rows
+
+
+register_fast_path('recompute_act', "FFNs keep the activation's input only and recompute "
+                   'the activation in the backward: one hidden-width map less saved',
+                   modes=('train', ))
+register_fast_path('recompute_norm', 'pre-norm outputs are recomputed from the norm input '
+                   'in the backward instead of being saved', modes=('train', ),
+                   needs=(hasattr(torch._C._autograd, '_top_saved_tensors_default_hooks'),
+                          'a query whether saved-tensor hooks are active (torch._C._autograd.'
+                          '_top_saved_tensors_default_hooks, not in torch 2.1)'))
+register_fast_path('mlp_inference_chunks', 'MLP inference over chunks of tokens: the hidden '
+                   'activation never exists for the whole map',
+                   modes=('inference', ))
 
 
 # ------------------------------------------------------------------ capture

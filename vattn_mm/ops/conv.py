@@ -42,9 +42,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-from . import registry
 from .activations import act_grad
-from .autograd import Switch, can_recompute, eager_autograd, is_exporting, recomputes_act
+from .autograd import (Switch, can_recompute, eager_autograd, is_exporting, recomputes_act,
+                       switch)
 from .fused import conv_act
 from .registry import register_fast_path
 
@@ -224,9 +224,9 @@ class TokenMapConv2d(nn.Conv2d):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.token_map_conv = registry.switch('token_map_conv')
-        self.depthwise_weight_grad = registry.switch('depthwise_weight_grad')
-        self.fused_act = registry.switch('fused_act')
+        self.token_map_conv = switch('token_map_conv')
+        self.depthwise_weight_grad = switch('depthwise_weight_grad')
+        self.fused_act = switch('fused_act')
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return token_map_conv(self, x)

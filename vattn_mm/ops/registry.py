@@ -6,13 +6,14 @@ on, the devices and dtypes where it is on by default and a plain PyTorch
 fallback computing the same values (the layer's ordinary code).  A path is on
 by default only where a recorded measurement says it wins: on CPU from
 docs/benchmarks.md; on CUDA only after a GPU acceptance run
-(``tools/analysis/gpu_check.py``) recorded it.
+(``.dev_scripts/run_gpu_check.py``) recorded it.
 
 Users choose with a setting, most specific first:
 
 - the backbone's ``fast_paths`` argument (a config entry:
   ``backbone=dict(..., fast_paths='plain')`` or
-  ``fast_paths=dict(recompute_act=False)``), applied by :func:`configure`;
+  ``fast_paths=dict(recompute_act=False)``), applied by
+  :func:`~vattn_mm.ops.autograd.configure`;
 - the environment variable ``VATTN_FAST_PATHS`` (``plain``, ``default``, or
   ``name=on|off|default,...``), read when a layer is built;
 - the registry's defaults.
@@ -20,29 +21,27 @@ Users choose with a setting, most specific first:
 A path is on by default only on a torch series (major.minor) in
 :data:`PROVEN_TORCH`, where its property tests (outputs and gradients equal to
 the plain code's, float64 gradcheck, bitwise-repeatable backward) passed; on
-any other torch it stays off unless a setting names it, and :func:`describe`
-says why.
+any other torch it stays off unless a setting names it, and
+:func:`~vattn_mm.ops.autograd.describe` says why.
 
 A setting is ``'default'``, ``'plain'`` (every path off) or a mapping
 ``{name: value}`` where ``value`` is ``True`` (on wherever it can run),
 ``False`` (off), ``'default'`` or a sequence of device types
 (``('cpu', 'cuda')``).
 
-Layers hold a :class:`~vattn_mm.ops.autograd.Switch` per path, resolved when
-built (the setting is static), and ask it at run time only for the device and
-dtype; the dynamic conditions (autograd recording, hooks, autocast, capture)
-are asked in one place, :mod:`vattn_mm.ops.autograd`.
+Layers hold a :class:`~vattn_mm.ops.autograd.Switch` per path, resolved
+when built (the setting is static), and ask it at run time only for the device
+and dtype; the switches and the dynamic conditions (autograd recording, hooks,
+autocast, capture) are in one place, :mod:`vattn_mm.ops.autograd`.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional, Union
 
 import torch
-from torch import nn
 
-#: the environment variable read by :func:`switch`
+#: the environment variable read by :func:`vattn_mm.ops.autograd.switch`
 ENV_VAR = 'VATTN_FAST_PATHS'
 
 _FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
@@ -139,22 +138,6 @@ def register_fast_path(name: str, reason: str, *, devices: Iterable[str] = ('cpu
     return path
 
 
-def _parse_env(text: str) -> Setting:
-    text = text.strip()
-    if text in ('', 'default', 'plain'):
-        return text or None
-    setting = {}
-    for item in text.split(','):
-        name, sep, value = item.partition('=')
-        value = value.strip().lower()
-        if not sep or value not in ('on', 'off', 'default', '1', '0', 'true', 'false'):
-            raise ValueError(f'{ENV_VAR}={text!r}: expected "plain", "default" or '
-                             f'"name=on|off|default,...", got the item {item!r}')
-        setting[name.strip()] = (value if value == 'default'
-                                 else value in ('on', '1', 'true'))
-    return setting
-
-
 def check_setting(setting: Setting) -> Optional[dict]:
     """The setting as ``{name: value}`` (``None`` for the defaults), every
     name registered and every value valid; a clear error otherwise."""
@@ -181,64 +164,3 @@ def check_setting(setting: Setting) -> Optional[dict]:
             raise ValueError(f'fast_paths[{name!r}]: {name} does not run on {bad} (it runs '
                              f'on {list(FAST_PATHS[name].devices)})')
     return dict(setting)
-
-
-def _devices(path: FastPath, value) -> tuple[str, ...]:
-    if value is True:
-        return path.devices
-    if value is False:
-        return ()
-    if value == 'default' or value is None:
-        return () if path.unproven else path.default_devices
-    return tuple(value)
-
-
-def switch(name: str, setting: Setting = None):
-    """The switch of path ``name`` under ``setting``, else the environment
-    variable, else the registry's defaults."""
-    from .autograd import Switch   # (the run-time side imports this module)
-    if name not in FAST_PATHS:
-        raise KeyError(f'no fast path named {name!r}; registered: {sorted(FAST_PATHS)}')
-    path = FAST_PATHS[name]
-    if path.unavailable:
-        return Switch(name, (), path.dtypes)
-    value = None
-    for source in (check_setting(_parse_env(os.environ.get(ENV_VAR, ''))),
-                   check_setting(setting)):
-        if source is not None and name in source:
-            value = source[name]
-    return Switch(name, _devices(path, value), path.dtypes)
-
-
-def configure(model: nn.Module, setting: Setting) -> nn.Module:
-    """Re-resolve every :class:`Switch` held by ``model``'s modules under
-    ``setting`` (what a backbone's ``fast_paths`` argument does); returns
-    ``model``."""
-    from .autograd import Switch
-    check_setting(setting)
-    for module in model.modules():
-        for attr, value in list(vars(module).items()):
-            if isinstance(value, Switch):
-                setattr(module, attr, switch(value.name, setting))
-    return model
-
-
-def describe(model: Optional[nn.Module] = None) -> list[dict]:
-    """One row per registered path (name, reason, devices, default devices,
-    dtypes, evidence, ``unavailable``: why this PyTorch cannot take it, or
-    ``None``; ``unproven``: why it is off by default on this PyTorch, or
-    ``None``) and, for ``model``, the devices where its modules have it on."""
-    rows = []
-    for path in FAST_PATHS.values():
-        row = dict(name=path.name, reason=path.reason, devices=list(path.devices),
-                   default_devices=list(path.default_devices),
-                   dtypes=[str(d).replace('torch.', '') for d in path.dtypes],
-                   evidence=path.evidence, modes=list(path.modes),
-                   unavailable=path.unavailable, unproven=path.unproven)
-        if model is not None:
-            from .autograd import Switch
-            on = {d for m in model.modules() for v in vars(m).values()
-                  if isinstance(v, Switch) and v.name == path.name for d in v.devices}
-            row['on_in_model'] = sorted(on)
-        rows.append(row)
-    return rows

@@ -33,7 +33,7 @@ backbone's ``with_cp=True``, timed in alternating blocks with the plain step
 (same weights) for the time ratio.  Runtimes: :data:`.runtimes.RUNTIMES`;
 dtypes ``fp16`` / ``bf16`` run under autocast, and in ``fwd`` mode a case
 other than eager fp32 reports ``max_dev`` from eager fp32.  Reports
-(:mod:`.report`, :mod:`.plot`) give each runtime / dtype's speed against
+(:mod:`.tables`, :mod:`.plot`) give each runtime / dtype's speed against
 eager / fp32 of the same model, input and device.
 
 Fraction of peak = ``2 * MACs / latency`` over the matmul GFLOP/s, with the
@@ -47,7 +47,7 @@ from .measure import measure, profile_case
 from .memory import (MMAP_MALLOC_ENV, PeakMemory, memory_worker_env, mmap_malloc_active,
                      peaks_of, resident_bytes, step_peak_bytes)
 from .plot import plot
-from .report import (growth_exponent, growth_markdown, markdown, markdown_row, read_csv,
+from .tables import (growth_exponent, growth_markdown, markdown, markdown_row, read_csv,
                      report_values, write_csv)
 from .rows import Row, fill_row, merge_rows, series
 from .runtimes import RUNTIMES, Runtime

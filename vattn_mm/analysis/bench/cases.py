@@ -30,8 +30,8 @@ class Case:
     #: how the model runs: a :data:`.runtimes.RUNTIMES` name
     runtime: str = 'eager'
     #: ``'module:function'`` building ``target`` instead of
-    #: :func:`vattn_mm.analysis.build_target` (e.g.
-    #: ``'vattn_mm.analysis.zoo:build_zoo_target'``), called as
+    #: :func:`vattn_mm.analysis.build_target` (e.g. a study's variants:
+    #: ``'attention_zoo.variants:build_zoo_target'``), called as
     #: ``fn(target, with_cp=..., device=...)`` and returning a
     #: :class:`vattn_mm.analysis.Target`
     builder: str = ''

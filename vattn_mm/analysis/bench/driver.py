@@ -8,7 +8,7 @@ from typing import Callable, Optional, Sequence
 
 from .cases import DEFAULT_MODES, DTYPES, MODES, Case, Measurement
 from .plot import plot
-from .report import growth_markdown, markdown
+from .tables import growth_markdown, markdown
 from .rows import Row, fill_row
 from .runtimes import RUNTIMES
 

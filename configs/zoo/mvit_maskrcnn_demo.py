@@ -1,4 +1,0 @@
-# Attention zoo: Mask R-CNN demo recipe + the mvit variant (docs/zoo.md).
-_base_ = ['../_base_/maskrcnn_demo.py', '../_base_/backbones/zoo_mvit.py']
-model = dict(backbone=dict(_base_.backbone, _delete_=True, drop_path_rate=0.0),
-             neck=dict(in_channels=_base_.backbone_channels))

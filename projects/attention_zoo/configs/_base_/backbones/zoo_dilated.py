@@ -1,0 +1,8 @@
+# Attention zoo variant: multi-scale dilated attention (DilateFormer), kernel 3, dilations
+# 1/2/3 cut to the heads.
+# Inner widths (attn_dims) 32/64/320/1024: narrower where tokens are many, wider where
+# they are few, as the reference spends its parameters; matches its parameters and GMACs
+# (projects/attention_zoo/README.md).
+_base_ = './zoo_common.py'
+backbone = dict(mixer=[
+    dict(type='MultiScaleDilatedAttention', attn_dims=a) for a in (32, 64, 320, 1024)])
