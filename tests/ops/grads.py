@@ -1,5 +1,7 @@
 """What the fast-path tests compare (outputs and gradients, fast vs plain)
 and count (calls of a fast path)."""
+from typing import Callable, Optional
+
 import torch
 
 
@@ -55,25 +57,48 @@ def counted(monkeypatch, owner, name: str) -> list:
 #: among tensors of its kind)``: the absolute part covers gradients that are
 #: zero up to rounding (a bias feeding a norm) beside large ones
 RTOL, ATOL = 1e-4, 1e-6
+#: how much further from float64 than plain float32 a fast path's result may
+#: be (see :func:`assert_grads_match`)
+NOISE = 10
 
 
-def assert_grads_match(fast: list, plain: list, names: list, where: str) -> None:
+def assert_grads_match(fast: list, plain: list, names: list, where: str,
+                       reference: Optional[Callable[[], list]] = None) -> None:
     """Each tensor of ``fast`` equals ``plain``'s within (RTOL, ATOL); the
-    kind of a tensor is the first word of its name (``output``, ``grad``)."""
+    kind of a tensor is the first word of its name (``output``, ``grad``).
+
+    ``reference``: where given, a tensor outside the bound still passes when
+    its distance from the float64 results ``reference()`` gives (the same
+    computation, plain PyTorch, in float64) is within the bound or within
+    NOISE times plain float32's own distance: in a gradient that is zero up to
+    rounding (a bias feeding a norm) float32 sums in two orders carry
+    rounding errors of different size, either one up to tens of times the
+    other's, none of them a defect."""
     assert len(fast) == len(plain) == len(names)
     scale: dict = {}
     for name, b in zip(names, plain):
         kind = name.split()[0]
         scale[kind] = max(scale.get(kind, 0.), b.abs().max().item() if b.numel() else 0.)
-    bad = []
-    for name, a, b in zip(names, fast, plain):
+    bad = {}
+    for i, (name, a, b) in enumerate(zip(names, fast, plain)):
         if a.shape != b.shape:
-            bad.append(f'{name}: shape {tuple(a.shape)} against {tuple(b.shape)}')
+            bad[i] = f'{name}: shape {tuple(a.shape)} against {tuple(b.shape)}'
             continue
         if not b.numel():
             continue
         error = (a.double() - b.double()).abs().max().item()
         bound = RTOL * b.abs().max().item() + ATOL * scale[name.split()[0]]
         if not error <= bound:   # (NaN fails too)
-            bad.append(f'{name}: max error {error:.3g} > {bound:.3g}')
+            bad[i] = f'{name}: max error {error:.3g} > {bound:.3g}'
+    if bad and reference is not None:
+        exact = reference()
+        for i in [i for i in bad if fast[i].shape == plain[i].shape]:
+            ours = (fast[i].double() - exact[i]).abs().max().item()
+            theirs = (plain[i].double() - exact[i]).abs().max().item()
+            bound = RTOL * plain[i].abs().max().item() + ATOL * scale[names[i].split()[0]]
+            if ours <= max(NOISE * theirs, bound):
+                del bad[i]
+            else:
+                bad[i] += f' (from float64: {ours:.3g}, plain float32 {theirs:.3g})'
+    bad = list(bad.values())
     assert not bad, f'{where}: {len(bad)} of {len(names)} differ from plain: {bad[:6]}'
