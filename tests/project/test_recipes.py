@@ -10,7 +10,7 @@ import yaml
 from mmengine.config import Config
 
 from vattn_mm.checkpoint.released import released_weights
-from vattn_mm.engine.recipe import KEYS, resolved_recipe
+from vattn_mm.engine.recipe import KEYS, resolved_recipe, same_checkpoint
 
 from .test_configs import ROOT, codebase, load_config
 
@@ -32,6 +32,12 @@ def _differs(ours, official) -> bool:
         isinstance(ours, (int, float)) and isinstance(official, (int, float)))
 
 
+def _key_differs(key: str, ours, official) -> bool:
+    if key == 'pretrained':
+        return not same_checkpoint(ours, official)
+    return _differs(ours, official)
+
+
 def test_every_published_number_names_its_official_recipe():
     claims = [r for r in DENSE if r.metrics]
     assert claims
@@ -50,7 +56,7 @@ def test_every_published_number_names_its_official_recipe():
     for r in AUDITED])
 def test_config_resolves_to_the_official_recipe(record):
     ours, official = resolved_recipe(load_config(ROOT / record.config)), record.official_values
-    differ = {k for k in KEYS if _differs(ours[k], official[k])}
+    differ = {k for k in KEYS if _key_differs(k, ours[k], official[k])}
     unstated = {k: (ours[k], official[k]) for k in differ - set(record.deviations)}
     assert not unstated, (f'{record.config} differs from {record.official_config} '
                           f'(ours, official): {unstated}')
@@ -82,6 +88,21 @@ def test_differs_compares_values_not_spelling():
     assert not _differs({'a': 1, 'b': [0.5]}, {'b': [0.5], 'a': 1.0})
 
 
+def test_same_checkpoint_compares_addresses_whole_and_local_paths_by_name():
+    release = 'https://github.com/Tangshitao/QuadTreeAttention/releases/download/'
+    assert same_checkpoint(release + 'QuadTreeAttention_cls/b2.pth',
+                           release + 'QuadTreeAttention_cls/b2.pth')
+    assert not same_checkpoint(release + 'QuadTreeAttention_cls/b2.pth',
+                               release + 'QuadTreeAttention/b2.pth')
+    assert not same_checkpoint('checkpoints/b2.pth', release + 'QuadTreeAttention/b2.pth')
+    pvt = 'https://github.com/whai362/PVT/releases/download/v2/pvt_v2_b2.pth'
+    assert same_checkpoint(pvt, 'pretrained/pvt_v2_b2.pth')
+    assert same_checkpoint('checkpoints/p2t_base.pth', 'pretrained/p2t_base.pth')
+    assert not same_checkpoint(pvt, 'pretrained/pvt_v2_b3.pth')
+    assert same_checkpoint(None, None) and not same_checkpoint(None, 'pretrained/pvt_v2_b2.pth')
+    assert not same_checkpoint(pvt, None)
+
+
 def test_resolved_recipe_reads_what_a_config_sets(tmp_path):
     """The reader on a config written here: AMP, clipping, warm-up + poly,
     multi-scale training, AlignResize testing."""
@@ -111,5 +132,5 @@ model = dict(backbone=dict(type='PVTv2', drop_path_rate=0.3, init_cfg=dict(
         batch_per_gpu=2, base_batch_size=16, drop_path_rate=0.3, frozen_stages=-1,
         norm_eval=False, sync_bn=True, train_scale=[[2048, 512], [0.5, 2.0]],
         test_scale=[[2048, 512]], test_resize='AlignResize', crop_size=[512, 512],
-        pretrained='pvt_v2_b2.pth')
+        pretrained='https://x/y/pvt_v2_b2.pth')
     assert list(recipe) == list(KEYS)

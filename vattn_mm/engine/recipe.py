@@ -24,7 +24,9 @@ reproduces (``Official Values`` in ``configs/metafiles/*.yml``, docs/backbones.m
                                          ratio; ``AlignResize`` then stretches each side to a
                                          multiple of 32, as the PVT-family segmentation code does)
     crop_size                            the training crop (segmentation; None if none)
-    pretrained                           the backbone's pretrained checkpoint's file name
+    pretrained                           the backbone's pretrained checkpoint as the config
+                                         names it (address or path; compared with an
+                                         official one by :func:`same_checkpoint`)
 """
 from __future__ import annotations
 
@@ -154,6 +156,20 @@ def _backbone_arguments(backbone: dict, names: tuple) -> dict:
     return {name: _plain(backbone.get(name, defaults.get(name))) for name in names}
 
 
+def same_checkpoint(ours: Optional[str], official: Optional[str]) -> bool:
+    """Whether a config's ``pretrained`` loads the official config's checkpoint.
+
+    An official address (``scheme://...``) is compared whole: one file name in
+    two releases need not be one file.  An official local path
+    (``pretrained/pvt_v2_b2.pth``, a file the user downloads and places by
+    hand) names no source, so then only the file names are compared."""
+    if ours is None or official is None:
+        return ours is official
+    if '://' in official:
+        return ours == official
+    return posixpath.basename(ours) == posixpath.basename(official)
+
+
 def resolved_recipe(cfg: Any) -> dict:
     """The recipe of a loaded config (see the module's docstring)."""
     model = cfg.get('model', {})
@@ -169,5 +185,5 @@ def resolved_recipe(cfg: Any) -> dict:
         **_backbone_arguments(backbone, ('drop_path_rate', 'frozen_stages', 'norm_eval')),
         sync_bn=any(d.get('type') == 'SyncBN' for d in _walk(model)),
         train_scale=train_scale, test_scale=test_scale, test_resize=test_resize, crop_size=crop,
-        pretrained=posixpath.basename(checkpoint) if checkpoint else None)
+        pretrained=checkpoint or None)
     return {key: recipe[key] for key in KEYS}
