@@ -28,6 +28,8 @@ CLS = ['mmpretrain>=1.2.0,<1.3']
 #: ONNX export (PyTorch's TorchScript-based exporter writes with onnx) and its check in
 #: onnxruntime (tools/deploy/export_onnx.py); opset 17, the default, needs both >= 1.12
 DEPLOY = ['onnx>=1.12', 'onnxruntime>=1.12']
+#: vattn_mm.timm: the backbones as timm models (tested with timm 1.0.31)
+TIMM = ['timm>=1.0.31']
 
 #: what ``mim search`` / ``mim train`` read from the package's ``.mim`` folder
 MIM_FILES = ('configs', 'tools', 'model-index.yml')
@@ -75,7 +77,7 @@ setup(
     python_requires='>=3.9',
     install_requires=read_requirements(),
     extras_require={'det': DET, 'seg': SEG, 'cls': CLS, 'all': [*DET, *SEG, *CLS],
-                    'deploy': DEPLOY,
+                    'deploy': DEPLOY, 'timm': TIMM,
                     'tests': ['pytest>=7,<9', 'pytest-xdist>=3.5', 'hypothesis>=6.100', *DEPLOY]},
     license='Apache-2.0',
     license_files=['LICENSE'],

@@ -28,6 +28,7 @@ fi
 stack_complete() {
   [ -x "$VENV/bin/python" ] \
     && "$VENV/bin/python" -c "import vattn_mm, mmcv.ops, mmdet.models, mmseg.models, mmpretrain.models" 2>/dev/null \
+    && [ -f "$VENV/timm-tests/$(pin timm)/test_models.py" ] \
     && "$VENV/bin/python" - "$CONSTRAINTS" 2>/dev/null <<'EOF'
 import sys
 from importlib.metadata import version
@@ -132,6 +133,9 @@ log "installing vattn-mm and mmengine / mmdet / mmsegmentation / mmpretrain"
 # benchmark-only peer (benchmark.py --against timm), without its dependencies so that the pinned
 # torch / torchvision stay
 "${PIP[@]}" --no-deps timm
+# timm's own model tests (tests/test_timm_model_tests.py runs them on the vattn_* models): its sdist
+# holds them, its wheel does not
+bash "$ROOT/tools/fetch_timm_tests.sh" "$VENV/timm-tests" "$(pin timm)"
 # mmdet's and mmseg's analyze_logs.py import seaborn, which neither declares
 "${PIP[@]}" seaborn
 # mim (tests/checkpoint/test_model_index.py) without its opendatalab -> openxlab chain, which pins old setuptools,

@@ -15,9 +15,10 @@ from vattn_mm.utils.requires import MissingPackageError, check_stack, require
 
 from ..engine.test_training import ROOT
 
-#: what importing vattn_mm must not import (each costs 0.3-2 s, or needs mmcv's ops)
+#: what importing vattn_mm must not import (each costs 0.3-2 s, or needs mmcv's ops; timm
+#: only for ``import vattn_mm.timm``)
 HEAVY = ('mmdet', 'mmseg', 'mmpretrain', 'torchvision', 'mmcv.ops', 'torch._dynamo',
-         'torch._inductor')
+         'torch._inductor', 'timm')
 
 
 def _python(code: str) -> str:

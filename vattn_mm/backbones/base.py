@@ -319,6 +319,11 @@ class PyramidBackbone(BaseModule):
         """Token pipeline: patch embedding, blocks and norm per stage, up to
         the last stage in ``out_indices``; returns contiguous NCHW maps
         (:func:`dense_output`)."""
+        return self.forward_stages(x, self.out_indices)
+
+    def forward_stages(self, x: torch.Tensor, indices: Sequence[int]) -> tuple[torch.Tensor, ...]:
+        """:meth:`forward` with the maps of the stages ``indices`` (sorted,
+        non-negative) instead of ``out_indices``."""
         h, w = x.shape[-2:]
         if min(h, w) < self.min_input_size:
             raise ValueError(f'{type(self).__name__}: input {h}x{w} is too small; each '
@@ -332,15 +337,15 @@ class PyramidBackbone(BaseModule):
         if padded:
             x = F.pad(x, (0, pad_w, 0, pad_h))
         outs = []
-        for i, stage in enumerate(self.stages[:self.out_indices[-1] + 1]):
+        for i, stage in enumerate(self.stages[:indices[-1] + 1]):
             tokens, hw = stage.patch_embed(x)
             tokens = self.run_stage(stage, tokens, hw)
             if self.norm_feeds_next:
                 x = out = tokens_to_map(stage.norm(tokens), hw)
             else:
                 x = tokens_to_map(tokens, hw)
-                out = tokens_to_map(stage.norm(tokens), hw) if i in self.out_indices else None
-            if i in self.out_indices:
+                out = tokens_to_map(stage.norm(tokens), hw) if i in indices else None
+            if i in indices:
                 if padded:   # the sizes an unpadded input gives
                     stride = self.strides[i]
                     out = out[..., :(h + stride - 1) // stride, :(w + stride - 1) // stride]

@@ -124,12 +124,41 @@ def _backbone_defaults(backbone_type: str) -> dict:
     return {'arch': params['arch'].default}
 
 
-def export_official(src: str, family: str, arch: Arch,
-                    num_classes: Optional[int] = None) -> ClassifierExport:
-    """An official ImageNet checkpoint -> classifier computing the official
-    logits (backbone in the classification settings of ``family``)."""
+@dataclass
+class OfficialClassifier:
+    """An official ImageNet checkpoint in the classifier's keys
+    (``backbone.*``, ``neck.*``, ``head.fc.*``): what the mmpretrain export
+    and the timm models (:mod:`vattn_mm.timm`) load.
+
+    Attributes:
+        arch: the backbone's hyper-parameters in the classification settings.
+        backbone_kwargs: its constructor arguments besides ``arch``.
+        weights: the checkpoint's tensors under the classifier's keys.
+        neck: the registered neck's config where the official head is more
+            than pooling and a linear layer (EfficientViT), else None.
+        width: channels the linear layer takes.
+        num_classes: classes of the checkpoint's head (None: it has none).
+        dense_only: ``backbone.*`` keys no ImageNet checkpoint has (they keep
+            their initialisation).
+        notes: what the conversion did to values.
+    """
+
+    arch: Arch
+    backbone_kwargs: dict
+    weights: StateDict
+    neck: Optional[dict]
+    width: int
+    num_classes: Optional[int]
+    dense_only: set[str]
+    notes: list[str]
+
+
+def official_classifier(obj: dict, family: str, arch: Arch, src: str) -> OfficialClassifier:
+    """The official ImageNet checkpoint ``obj`` (read from ``src``) ->
+    classifier weights computing the official logits (backbone in the
+    classification settings of ``family``)."""
     cls = backbone_class(family, released=True)
-    sd = official_state_dict(read_checkpoint(src), family)
+    sd = official_state_dict(obj, family)
     arch_updates, kwargs = cls.imagenet_settings(arch, sd)
     if arch_updates:
         arch = {**cls.parse_arch(arch)[1], **arch_updates}
@@ -150,23 +179,35 @@ def export_official(src: str, family: str, arch: Arch,
     if any(k.startswith('neck.') for k in weights):   # a classifier neck (EfficientViT's ClsHead)
         neck = backbone.imagenet_neck()
         width = neck['widths'][-1]
-    has_head = 'head.fc.weight' in weights
-    if has_head:
-        classes = weights['head.fc.weight'].shape[0]
-        if num_classes not in (None, classes):
-            raise ValueError(f'{src!r} has a {classes}-class head, not {num_classes} classes')
-        num_classes = classes
     if extra:
         raise CheckpointError(f'{src!r}: official keys with no place in the classifier: '
                               f'{sorted(extra)[:12]}')
+    head = weights.get('head.fc.weight')
+    return OfficialClassifier(arch, kwargs, weights, neck, width,
+                              None if head is None else head.shape[0],
+                              {f'backbone.{k}' for k in conv.dense_only}, conv.notes)
+
+
+def export_official(src: str, family: str, arch: Arch,
+                    num_classes: Optional[int] = None) -> ClassifierExport:
+    """An official ImageNet checkpoint -> classifier computing the official
+    logits (:func:`official_classifier`)."""
+    found = official_classifier(read_checkpoint(src), family, arch, src)
+    has_head = found.num_classes is not None
+    if has_head:
+        if num_classes not in (None, found.num_classes):
+            raise ValueError(f'{src!r} has a {found.num_classes}-class head, '
+                             f'not {num_classes} classes')
+        num_classes = found.num_classes
+    backbone = build_backbone(family, found.arch, device='meta', **found.backbone_kwargs)
+    last = backbone.num_stages - 1
     model = classifier_model(
-        dict(type=cls.__name__, arch=arch, out_indices=(last, ), **kwargs),
-        width, num_classes or 1000, neck)
-    fill = {f'backbone.{k}' for k in conv.dense_only}
+        dict(type=type(backbone).__name__, arch=found.arch, out_indices=(last, ),
+             **found.backbone_kwargs), found.width, num_classes or 1000, found.neck)
     return ClassifierExport(model, num_classes or 1000,
-                            complete_state_dict(model, weights, fill, has_head),
+                            complete_state_dict(model, found.weights, found.dense_only, has_head),
                             f'official {family} checkpoint {osp.basename(src)}', has_head,
-                            conv.notes, unused_output_norms(family, backbone.state_dict(), last))
+                            found.notes, unused_output_norms(family, backbone.state_dict(), last))
 
 
 def export_trained(src: str, config: str, num_classes: int = 1000) -> ClassifierExport:

@@ -284,7 +284,7 @@ class QuadtreeAttention(nn.Module):
             lepes = [map_to_tokens(conv(tokens_to_map(v, size)))[0]
                      for conv, v, size in zip(self.lepe_convs, vs, sizes)]
 
-        with torch.autocast(x.device.type, enabled=False):
+        with ops.autocast_off(x.device.type):
             messages = coarse_to_fine_attention(
                 [self._heads(t) for t in qs], [self._heads(t) for t in ks],
                 [self._heads(t) for t in vs], sizes, self.topks, self.attn_type,

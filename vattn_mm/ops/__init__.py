@@ -18,8 +18,9 @@ hold the fused inference kernels and the activation table.
 """
 # the operations register their fast paths when imported
 from . import deform_conv, dilated_attention, quadtree  # noqa: F401
-from .autograd import (Switch, act_linear, autocast_on, configure, describe, export_paths,
-                       is_capturing, is_exporting, norm_recomputed, switch, token_chunks)
+from .autograd import (Switch, act_linear, autocast_off, autocast_on, configure, describe,
+                       export_paths, is_capturing, is_exporting, norm_recomputed, switch,
+                       token_chunks)
 from .conv import (ConvFFNParts, DepthwiseConv2d, TokenMapConv2d, conv_ffn_in_hidden_groups,
                    hidden_groups_apply, token_map_conv, token_map_conv_act)
 from .focal import focal_context
@@ -30,6 +31,6 @@ __all__ = [
     'ENV_VAR', 'FAST_PATHS', 'FastPath', 'Setting', 'Switch', 'check_setting', 'configure',
     'describe', 'register_fast_path', 'switch', 'token_map_conv', 'token_map_conv_act',
     'linear_act', 'act_linear', 'norm_recomputed', 'token_chunks', 'focal_context',
-    'is_exporting', 'is_capturing', 'export_paths', 'autocast_on', 'TokenMapConv2d', 'DepthwiseConv2d',
+    'is_exporting', 'is_capturing', 'export_paths', 'autocast_off', 'autocast_on', 'TokenMapConv2d', 'DepthwiseConv2d',
     'ConvFFNParts', 'hidden_groups_apply', 'conv_ffn_in_hidden_groups',
 ]

@@ -216,6 +216,14 @@ def autocast_on(device: str) -> bool:
     return query()
 
 
+def autocast_off(device: str):
+    """A context with autocast off on device type ``device`` (nothing to turn
+    off where it has none: meta tensors)."""
+    if device in _AUTOCAST_ON or autocast_available(device):
+        return torch.autocast(device, enabled=False)
+    return contextlib.nullcontext()
+
+
 def eager_autograd(*tensors: torch.Tensor, under_autocast: bool = False) -> bool:
     """Whether a custom autograd function may stand in for the graph autograd
     would record of an operation on ``tensors`` (its inputs and parameters):

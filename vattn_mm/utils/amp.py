@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import functools
 import importlib
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Any, Callable, Iterator
 
 import torch
 
+from .compat import autocast_available
 from .requires import has_mmcv_ops
 
 #: (device type, dtype) pairs mmcv's kernels take as they are
@@ -49,7 +50,8 @@ def float32_unless_native(fn: Callable) -> Callable:
         floats = _floats(args)
         if all((a.device.type, a.dtype) in NATIVE for a in floats):
             return fn(*args, **kwargs)
-        with torch.autocast(floats[0].device.type, enabled=False):
+        device = floats[0].device.type
+        with torch.autocast(device, enabled=False) if autocast_available(device) else nullcontext():
             out = fn(*_cast(args, torch.float32), **_cast(kwargs, torch.float32))
         return _cast(out, floats[0].dtype)
 
