@@ -277,7 +277,8 @@ def _create(name: str, family: str, variant_arch: str, pretrained: bool = False,
     out_indices = kwargs.pop('out_indices', 4)
     arch = kwargs.pop('arch', variant_arch)
     if kwargs.get('features_only'):
-        stages = backbone_class(family).stage_count(backbone_class(family).parse_arch(arch)[1])
+        cls = backbone_class(family)
+        stages = cls.stage_count(cls.parse_arch(arch)[1])
         kwargs['features'] = tuple(feature_take_indices(stages, out_indices)[0])
     if pretrained:
         cfg = resolve_pretrained_cfg(name, pretrained_cfg=kwargs.pop('pretrained_cfg', None),
