@@ -7,8 +7,8 @@
 #
 # The environment is made once per constraints file (its hash names the folder) under
 # $VATTN_CACHE/envs/ and reused; vattn-mm is installed into it from this checkout (editable, without
-# dependencies) at every run, so one environment serves every clone. The machine's pip configuration is
-# not read (it may cap torch below the newest release).
+# dependencies) at every run, so one environment serves every clone; making one removes the others of
+# the same stack. The machine's pip configuration is not read (it may cap torch below the newest release).
 #   VATTN_CACHE    default ~/.cache/vattn-mm
 #   PYTHON_<NAME>  interpreter for the environment (default: pyenv's newest 3.9.x / 3.12.x)
 set -euo pipefail
@@ -45,6 +45,8 @@ if [ ! -f "$VENV/.complete" ]; then
   PIP_CONFIG_FILE=/dev/null "$VENV/bin/pip" install -q --disable-pip-version-check \
     -c "$CONSTRAINTS" $packages
   touch "$VENV/.complete"
+  # an environment is several GB: those of earlier constraints files go
+  find "$CACHE/envs" -maxdepth 1 -name "$NAME-*" ! -path "$VENV" -exec rm -rf {} +
 fi
 log "$("$VENV/bin/python" -c 'import sys, torch, mmengine, mmcv; print(f"Python {sys.version.split()[0]}, torch {torch.__version__}, mmengine {mmengine.__version__}, mmcv {mmcv.__version__} (no ops)")')"
 

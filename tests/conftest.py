@@ -2,6 +2,8 @@ import functools
 import importlib
 import json
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,28 @@ import torch.utils.benchmark  # noqa: F401  (imports setuptools before any test 
 from filelock import FileLock
 
 import vattn_mm  # noqa: F401  (registers the backbones)
+
+
+#: the most that `make test` holds under pytest's tmp_path at once (checkpoints and logs of the training
+#: tests), measured, with a margin; the subsets that CI's compatibility jobs run need less
+SUITE_DISK_GIB = 6
+
+
+def pytest_sessionstart(session):
+    """Stop at once, saying so, where the temporary folder's disk cannot
+    hold what the training tests write: a full disk shows as hundreds of
+    unrelated errors otherwise. ``VATTN_TEST_DISK_GIB`` sets the need."""
+    if hasattr(session.config, 'workerinput'):
+        return
+    need = float(os.environ.get('VATTN_TEST_DISK_GIB', SUITE_DISK_GIB))
+    where = session.config.option.basetemp or tempfile.gettempdir()
+    while not os.path.exists(where):
+        where = os.path.dirname(where)
+    free = shutil.disk_usage(where).free / 2**30
+    if free < need:
+        pytest.exit(f'{where} has {free:.1f} GiB free; the suite writes up to {need:g} GiB of checkpoints '
+                    'and logs there: free space, point TMPDIR (or --basetemp) at a larger disk, or set '
+                    'VATTN_TEST_DISK_GIB for a subset that needs less', returncode=3)
 
 
 @pytest.fixture(autouse=True)

@@ -37,6 +37,7 @@ if [ ! -f "$ENV/.complete" ]; then
   done
   PIP_CONFIG_FILE=/dev/null "$ENV/bin/pip" install -q --disable-pip-version-check "${pins[@]}"
   touch "$ENV/.complete"
+  find "$CACHE/envs" -maxdepth 1 -name 'gpu-node-*' ! -path "$ENV" -exec rm -rf {} +
 fi
 # the node command must leave the checkout as it found it (its report goes under work_dirs/)
 checkout() { git -C "$ROOT" status --porcelain --ignored -- . ':!work_dirs' | sort; }
