@@ -20,15 +20,17 @@ def read_requirements() -> list:
         return [req for req in (line.split('#', 1)[0].strip() for line in f) if req]
 
 
+#: MMEngine: registration in its registries, the runner, hooks and tools (and mmcv, checked at import)
+OPENMMLAB = ['mmengine>=0.10.0,<1.0.0']
 #: the OpenMMLab codebase of each task (a config that needs a missing one names its extra)
-DET = ['mmdet>=3.3.0,<3.4']
+DET = [*OPENMMLAB, 'mmdet>=3.3.0,<3.4']
 #: mmsegmentation 1.2 imports ftfy and regex (mmseg.utils.tokenizer) without declaring them
-SEG = ['mmsegmentation>=1.2.0,<1.3', 'ftfy', 'regex']
-CLS = ['mmpretrain>=1.2.0,<1.3']
+SEG = [*OPENMMLAB, 'mmsegmentation>=1.2.0,<1.3', 'ftfy', 'regex']
+CLS = [*OPENMMLAB, 'mmpretrain>=1.2.0,<1.3']
 #: ONNX export (PyTorch's TorchScript-based exporter writes with onnx) and its check in
 #: onnxruntime (tools/deploy/export_onnx.py); opset 17, the default, needs both >= 1.12
 DEPLOY = ['onnx>=1.12', 'onnxruntime>=1.12']
-#: vattn_mm.timm: the backbones as timm models (tested with timm 1.0.31)
+#: vattn_mm.timm: the backbones as timm models (tested with timm 1.0.31, which needs Python >= 3.10)
 TIMM = ['timm>=1.0.31']
 
 #: what ``mim search`` / ``mim train`` read from the package's ``.mim`` folder
@@ -76,7 +78,8 @@ setup(
     package_data={'vattn_mm': ['.mim/model-index.yml', '.mim/configs/**/*', '.mim/tools/**/*']},
     python_requires='>=3.9',
     install_requires=read_requirements(),
-    extras_require={'det': DET, 'seg': SEG, 'cls': CLS, 'all': [*DET, *SEG, *CLS],
+    extras_require={'openmmlab': OPENMMLAB, 'det': DET, 'seg': SEG, 'cls': CLS,
+                    'all': sorted({*DET, *SEG, *CLS}),
                     'deploy': DEPLOY, 'timm': TIMM,
                     'tests': ['pytest>=7,<9', 'pytest-xdist>=3.5', 'hypothesis>=6.100', *DEPLOY]},
     license='Apache-2.0',

@@ -39,8 +39,19 @@ class FaultInjectionHook(Hook):
                                     else runner.model)
         if action == 'hang':
             Path(runner.work_dir, f'fault_hang_rank{rank}').touch()
+            die_with_launcher()
             time.sleep(3600)
         raise ValueError(f'{ENV}: unknown action {action!r}')
+
+
+def die_with_launcher() -> None:
+    """Have the kernel SIGKILL this process when its parent (torchrun's agent)
+    ends: torchrun starts ranks in sessions of their own, so a hung rank the
+    agent does not stop would otherwise outlive the job, and the test."""
+    import ctypes
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
+    if os.getppid() == 1:   # the parent ended before the call
+        os._exit(1)
 
 
 def poison_next_loss(model) -> None:

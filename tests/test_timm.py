@@ -230,3 +230,30 @@ def test_hugging_face_backbones_give_the_mmengine_maps(tmp_path, monkeypatch):
             ref = backbone.eval()(x)
         assert len(ours) == len(ref) == len(out_indices)
         assert all(torch.equal(a, b) for a, b in zip(ours, ref))
+
+
+def test_hugging_face_resets_batch_norm_statistics_and_a_reload_restores_them(tmp_path, monkeypatch):
+    """transformers' ``TimmBackbone`` re-initialises every ``BatchNorm2d``'s
+    running statistics (zeros / ones) after timm loaded the weights, timm's
+    own models' too: docs/timm.md gives the reload that restores them. This
+    fails once transformers keeps them, and the note goes."""
+    transformers = pytest.importorskip('transformers')
+    from transformers.models.auto import auto_factory
+    monkeypatch.setattr(auto_factory, 'hf_api', lambda: SimpleNamespace(repo_exists=lambda n: False))
+    backbone = backbone_class('efficientvit')('b0', out_indices=(1, 2, 3))
+    with torch.no_grad():
+        for _ in range(2):   # running statistics away from their initial zeros / ones
+            backbone(torch.randn(2, 3, 64, 64))
+    src = str(tmp_path / 'b0.pth')
+    torch.save(backbone.state_dict(), src)
+    auto = transformers.AutoBackbone.from_pretrained(
+        'vattn_efficientvit_b0', use_timm_backbone=True, out_indices=(1, 2, 3),
+        pretrained_cfg_overlay=dict(file=src))
+    got, ref = dict(auto._backbone.model.backbone.named_buffers()), dict(backbone.named_buffers())
+    means = [k for k in ref if k.endswith('running_mean')]
+    assert means and all(not got[k].any() and ref[k].any() for k in means)
+    auto._backbone.model.load_pretrained(src)
+    x = torch.randn(1, 3, 96, 96)
+    with torch.no_grad():
+        ours, theirs = auto.eval()(x).feature_maps, backbone.eval()(x)
+    assert len(ours) == 3 and all(torch.equal(a, b) for a, b in zip(ours, theirs))

@@ -36,9 +36,9 @@ from timm.models import register_model, resolve_pretrained_cfg
 from timm.models._features import feature_take_indices
 from torch import nn
 
-from .backbones import (CheckpointMismatchError, LoadReport, backbone_class, build_backbone,
-                        read_checkpoint)
+from .backbones import LoadReport, backbone_class, build_backbone, read_checkpoint
 from .backbones import load_pretrained as load_backbone
+from .backbones.loading import load_matched
 from .backbones.stage import init_transformer_weights
 from .checkpoint.export import official_classifier
 from .checkpoint.released import ReleasedWeights, released_weights
@@ -228,12 +228,9 @@ class PyramidClassifier(nn.Module):
         fresh = {k for k in own if k.startswith('head.')} - weights.keys()
         report = LoadReport.compare(weights, own, 'official',
                                     lambda key: key in found.dense_only or key in fresh)
-        if not report.ok:
-            raise CheckpointMismatchError(
-                f'{source!r} does not fit {type(self).__name__} of '
-                f'{type(self.backbone).__name__} ({self.backbone.arch_name}): '
-                f'{report.describe_problems()}. Check the model name and the file.')
-        self.load_state_dict({k: weights[k] for k in report.loaded}, strict=False)
+        load_matched(self, weights, report, source,
+                     f'{type(self).__name__} of {type(self.backbone).__name__} '
+                     f'({self.backbone.arch_name})', 'Check the model name and the file.')
         return report
 
 

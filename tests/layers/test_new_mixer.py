@@ -10,6 +10,7 @@ import pytest
 from mmengine.registry import MODELS
 
 from vattn_mm.layers import MIXERS
+from vattn_mm.layers.builder import LAYERS
 
 from . import mixer_contract as contract
 
@@ -70,6 +71,7 @@ def new_mixer(tmp_path_factory):
         yield MIXERS[NAME]
     finally:
         MIXERS.pop(NAME, None)
+        LAYERS.pop(NAME, None)
         MODELS._module_dict.pop(NAME, None)
         sys.modules.pop('throwaway_gate', None)
 

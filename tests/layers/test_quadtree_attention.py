@@ -22,7 +22,7 @@ def test_attention_layer_rejects_non_divisible_map():
 def test_topk_clamped_and_logged_once(monkeypatch):
     logged = []
     monkeypatch.setattr(qta, '_TOPK_CLAMP_LOGGED', False)
-    monkeypatch.setattr(qta, 'print_log', lambda msg, **kw: logged.append(msg))
+    monkeypatch.setattr(qta, 'log', lambda msg, level: logged.append(msg))
     model = QuadTree(MICRO, topks=[32, 32, 32, 32]).eval()
     with torch.no_grad():
         for _ in range(2):

@@ -182,6 +182,7 @@ def test_the_wheel_holds_the_library_only(installed):
     import ast
     import zipfile
     wheel, = (installed / 'dist').glob('vattn_mm-*.whl')
+    assert wheel.name.endswith('-py3-none-any.whl'), wheel.name   # installing compiles nothing
     with zipfile.ZipFile(wheel) as archive:
         sources = {name: archive.read(name).decode() for name in archive.namelist()
                    if name.endswith('.py') and '/.mim/' not in name}

@@ -1,13 +1,15 @@
-"""``import vattn_mm`` needs torch, mmengine and mmcv only (with or without
-mmcv's compiled ops): mmdet, mmseg, mmpretrain and torchvision are imported by
-what uses them, and a missing one is an error naming the extra that installs
-it (vattn_mm/utils/requires.py)."""
+"""``import vattn_mm`` needs torch alone for the model code (layers,
+backbones, checkpoint conversion, the timm models); where mmengine is
+installed it needs mmcv too (with or without mmcv's compiled ops), and mmdet,
+mmseg, mmpretrain and torchvision are imported by what uses them, a missing
+one an error naming the extra that installs it (vattn_mm/utils/requires.py)."""
 import subprocess
 import sys
 import types
 
 import mmcv
 import pytest
+import torch
 from mmengine.registry import MODELS
 
 from vattn_mm.utils import requires
@@ -37,6 +39,55 @@ def test_import_adds_only_its_own_modules_to_torch_mmengine_and_mmcv_cnn():
         'print(sorted(m for m in set(sys.modules) - base\n'
         '             if any(m == h or m.startswith(h + ".") for h in heavy)))')
     assert out == '[]'
+
+
+#: what a timm user's environment lacks: OpenMMLab, and what mmengine and mmcv bring
+OPENMMLAB = ('mmengine', 'mmcv', 'mmdet', 'mmseg', 'mmpretrain', 'cv2', 'matplotlib')
+
+
+#: how the child process builds PVTv2-b0 from ``ckpt`` (a vattn-mm checkpoint) with torch alone
+TORCH_ONLY_BUILDS = {
+    'backbone': 'from vattn_mm.backbones import build_backbone, load_pretrained\n'
+                "model = build_backbone('pvtv2', 'b0', drop_path_rate=0.1)\n"
+                'load_pretrained(model, ckpt, model.checkpoint_converter())\n',
+    'timm': 'import timm, vattn_mm.timm\n'
+            "model = timm.create_model('vattn_pvtv2_b0', features_only=True, pretrained=True,\n"
+            '                          pretrained_cfg_overlay=dict(file=ckpt))\n',
+}
+
+
+@pytest.mark.parametrize('build', sorted(TORCH_ONLY_BUILDS))
+def test_the_model_code_runs_with_torch_alone(build, tmp_path):
+    """With OpenMMLab, OpenCV and matplotlib blocked, the package imports, a
+    backbone (or the timm features model) loads a vattn-mm checkpoint through
+    the project's loader and gives exactly the maps and input gradient of the
+    MMEngine backbone with those weights."""
+    if build == 'timm':
+        pytest.importorskip('timm')
+    torch.manual_seed(0)
+    net = MODELS.build(dict(type='PVTv2', arch='b0', drop_path_rate=0.1)).eval()
+    x = torch.randn(1, 3, 97, 131, requires_grad=True)
+    torch.save(net.state_dict(), tmp_path / 'b0.pth')
+    torch.save(x.detach(), tmp_path / 'x.pt')
+    maps = net(x)
+    sum(m.square().sum() for m in maps).backward()
+    out = _python(
+        'import sys\n'
+        f'for name in {OPENMMLAB!r}:\n'
+        '    sys.modules[name] = None\n'
+        'import torch\n'
+        f"ckpt = {str(tmp_path / 'b0.pth')!r}\n"
+        + TORCH_ONLY_BUILDS[build] +
+        f"x = torch.load({str(tmp_path / 'x.pt')!r}).requires_grad_()\n"
+        'maps = model.eval()(x)\n'
+        'sum(m.square().sum() for m in maps).backward()\n'
+        f"torch.save([m.detach() for m in maps] + [x.grad], {str(tmp_path / 'out.pt')!r})\n"
+        "print(sorted(m for m in sys.modules if m.startswith('vattn_mm.') and\n"
+        "             m.split('.')[1] in ('engine', 'heads', 'apis')))")
+    assert out == '[]', out
+    *theirs, grad = torch.load(tmp_path / 'out.pt')
+    assert len(theirs) == 4 and all(torch.equal(a, b) for a, b in zip(maps, theirs))
+    assert torch.equal(grad, x.grad)
 
 
 def test_backbones_train_without_mmdet_mmseg_mmpretrain_and_mmcv_ops():

@@ -24,9 +24,9 @@ CONSTRAINTS = ROOT / 'tools' / 'constraints.txt'
 #: the stacks CI tests: pinned (the full suite) and the compatibility jobs' floor and newest
 STACKS = [CONSTRAINTS, ROOT / 'tools' / 'constraints-floor.txt',
           ROOT / 'tools' / 'constraints-newest.txt']
-EXTRAS = ('det', 'seg', 'cls', 'all', 'deploy', 'tests')
+EXTRAS = ('openmmlab', 'det', 'seg', 'cls', 'all', 'deploy', 'timm', 'tests')
 #: extra -> the distribution whose presence here means the extra is installed
-EXTRA_PROBES = {'det': 'mmdet', 'seg': 'mmsegmentation', 'cls': 'mmpretrain', 'deploy': 'onnx'}
+EXTRA_PROBES = {'openmmlab': 'mmengine', 'det': 'mmdet', 'seg': 'mmsegmentation', 'cls': 'mmpretrain', 'deploy': 'onnx'}
 
 #: releases the ranges must refuse, and why
 REFUSED = [
@@ -124,6 +124,13 @@ def test_every_requirement_is_a_range_and_every_pin_satisfies_it(declared, pins)
         elif not req.specifier.contains(pin, prereleases=True):
             problems.append(f'{req.name}=={pin} (pinned) is outside {req}')
     assert not problems, '\n'.join(problems)
+
+
+def test_a_timm_users_install_asks_for_torch_and_timm_only(declared):
+    """``pip install 'vattn-mm[timm]'`` into an environment with torch and
+    timm installs vattn-mm alone (measured: docs/timm.md)."""
+    needed = {canonicalize_name(r.name) for r in declared if _applies(r) or _applies(r, 'timm')}
+    assert needed == {'torch', 'timm'}, sorted(needed)
 
 
 def test_ranges_refuse_releases_the_code_cannot_run_with(declared):

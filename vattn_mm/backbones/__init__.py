@@ -13,12 +13,14 @@ from .loading import (CheckpointError, CheckpointMismatchError, FamilyConverter,
 from .p2t import P2T
 from .pvtv2 import PVTv2
 from .quadtree import QuadTree
-from .registry import backbone_class, build_backbone, registered_backbones, released_families
+from .registry import (BACKBONES, backbone_class, build_backbone, register_backbone,
+                       registered_backbones, released_families)
 from .stage import PyramidStage, StageSpec, build_stage, drop_path_schedule
 from .token_pyramid import TokenPyramid
 
 __all__ = [
-    'CheckArchs', 'PyramidBackbone', 'PyramidStage', 'StageSpec', 'backbone_class',
+    'BACKBONES', 'CheckArchs', 'PyramidBackbone', 'PyramidStage', 'StageSpec', 'backbone_class',
+    'register_backbone',
     'build_backbone', 'build_stage', 'drop_path_schedule', 'registered_backbones',
     'released_families',
     'TokenPyramid', 'PVTv2', 'P2T', 'QuadTree', 'FocalNet', 'LITv2', 'DilateFormer', 'AgentPVT',

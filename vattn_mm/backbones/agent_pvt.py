@@ -7,11 +7,11 @@ import math
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import torch
-from mmengine.registry import MODELS
 
 from .base import CheckArchs
 from .keymap import KeyMap
 from .loading import FamilyConverter
+from .registry import register_backbone
 from .token_pyramid import TokenPyramid
 
 _PVT = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8], mlp_ratios=[8, 8, 4, 4],
@@ -20,7 +20,7 @@ _PVT = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8], mlp_ratios=[
 DENSE_AGENT_SHAPES = ((12, 12), (16, 16), (28, 28), (28, 28))
 
 
-@MODELS.register_module()
+@register_backbone
 class AgentPVT(TokenPyramid):
     """Agent-PVT backbone: non-overlapping patch embeddings (4x4, then 2x2)
     with a learned absolute position embedding per stage, and blocks of

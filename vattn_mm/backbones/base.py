@@ -13,13 +13,12 @@ its output norm, so freezing and key conversion work the same for all.
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Mapping, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
-from mmengine.logging import MMLogger
-from mmengine.model import BaseModule
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.utils.checkpoint import checkpoint
@@ -28,6 +27,7 @@ from .. import ops
 from ..layers import apply_position, tokens_to_map
 from ..layers.tokens import Size
 from ..ops import is_exporting
+from ..utils.log import log
 from .keymap import KeyMap
 from .loading import FamilyConverter, load_pretrained
 from .stage import PyramidStage, StageSpec, build_stage, init_transformer_weights
@@ -69,7 +69,7 @@ class CheckArchs:
     timed: bool = True
 
 
-class PyramidBackbone(BaseModule):
+class PyramidBackbone(nn.Module):
     """Base class of the registered backbones.
 
     Subclasses define ``arch_zoo``, ``check_archs`` and their family facts
@@ -123,7 +123,9 @@ class PyramidBackbone(BaseModule):
                  frozen_stages: int = -1, norm_eval: bool = False,
                  with_cp: bool = False, init_cfg: Optional[Union[dict, list]] = None,
                  fast_paths: ops.Setting = None):
-        super().__init__(init_cfg=copy.deepcopy(init_cfg))
+        super().__init__()
+        self.init_cfg = copy.deepcopy(init_cfg)
+        self._is_init = False
         self.fast_paths = ops.check_setting(fast_paths)
         self.arch_name, self.arch = self.parse_arch(arch)
         self.num_stages = self.stage_count(self.arch)
@@ -249,21 +251,43 @@ class PyramidBackbone(BaseModule):
         return tuple(sorted(set(norm)))
 
     # ------------------------------------------------------------ weights
+    @property
+    def is_init(self) -> bool:
+        """Whether :meth:`init_weights` ran with an ``init_cfg`` (what MMEngine's
+        ``BaseModule`` reads before it calls a child's ``init_weights``)."""
+        return self._is_init
+
     def init_weights(self) -> None:
+        """Initialise the weights: the transformer init without ``init_cfg``;
+        MMEngine's initialisers for an ``init_cfg`` that names them; strict
+        loading of a checkpoint for ``init_cfg=dict(type='Pretrained', ...)``."""
         cfgs = self.init_cfg if isinstance(self.init_cfg, list) else [self.init_cfg]
         pretrained = [c for c in cfgs if isinstance(c, Mapping) and c.get('type') == 'Pretrained']
         if not pretrained:
             if self.init_cfg is None:
                 self.apply(init_transformer_weights)
+            elif self._is_init:
+                log(f'init_weights of {type(self).__name__} has been called more than once.',
+                    logging.WARNING)
             else:
-                super().init_weights()
+                self._initialise(cfgs)
             return
         cfg = pretrained[0]
         if 'checkpoint' not in cfg:
             raise ValueError(f'{type(self).__name__}: init_cfg Pretrained needs a checkpoint')
         self.apply(init_transformer_weights)  # for dense-only keys
         load_pretrained(self, cfg['checkpoint'], self.checkpoint_converter(),
-                        prefix=cfg.get('prefix'), logger=MMLogger.get_current_instance())
+                        prefix=cfg.get('prefix'), verbose=True)
+        self._is_init = True
+
+    def _initialise(self, cfgs: list) -> None:
+        """Apply MMEngine's initialisers (``dict(type='TruncNormal', ...)``)."""
+        try:
+            from mmengine.model import initialize
+        except ImportError as err:
+            raise ImportError(f'{type(self).__name__}: init_cfg {self.init_cfg} names MMEngine '
+                              'initialisers and MMEngine is not installed') from err
+        initialize(self, cfgs)
         self._is_init = True
 
     # ------------------------------------------------------ train / freeze

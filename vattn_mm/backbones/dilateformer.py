@@ -10,18 +10,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Union
 
-from mmengine.registry import MODELS
-
 from ..layers.tokens import ConvDownsample, DilateStem
 from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import FamilyConverter
+from .registry import register_backbone
 
 _MERGING_KERNELS = {'conv3_2': 3, 'conv2_2': 2}
 
 
-@MODELS.register_module()
+@register_backbone
 class DilateFormer(PyramidBackbone):
     """DilateFormer backbone: conv stem, stages of multi-scale dilated
     attention (MSDA) blocks then global attention blocks, each block with a

@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any, Mapping, Union
 
 import torch
-from mmengine.registry import MODELS
 from torch import nn
 
-from ..layers import ConvNormAct, DSConv
+from ..layers import ConvNormAct, DSConv, build_layer
 from ..layers.lite_mla import OFFICIAL_ACTS, OFFICIAL_NORMS
 from ..layers.mbconv import EfficientViTEmbed
 from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import FamilyConverter
+from .registry import register_backbone
 
 Cfg = Mapping[str, Any]
 #: BatchNorm eps of the B series (the model zoo's ``set_norm_eps``)
@@ -26,7 +26,7 @@ LITE_MLA_SCALES = (5, )
 CONV_STAGES = 2
 
 
-@MODELS.register_module()
+@register_backbone
 class EfficientViT(PyramidBackbone):
     """EfficientViT (MIT, B series; not Microsoft's EfficientViT).
 
@@ -126,7 +126,7 @@ class EfficientViT(PyramidBackbone):
         specs = []
         for i in range(4):
             attention = i >= CONV_STAGES
-            down = MODELS.build(mbconv(widths[i], widths[i + 1], 2, attention))
+            down = build_layer(mbconv(widths[i], widths[i + 1], 2, attention), 'downsample')
             mixer = dict(type='LiteMLA', head_dims=a['dim'], scales=LITE_MLA_SCALES,
                          use_bias=False, norm_cfg=(None, norm), act_cfg=(None, None),
                          kernel_cfg=dict(type='ReLU')) if attention else None

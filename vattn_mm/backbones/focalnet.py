@@ -6,7 +6,6 @@ import re
 from typing import Any, Mapping, Sequence, Union
 
 import torch.nn.functional as F
-from mmengine.registry import MODELS
 from torch import nn
 
 from ..layers import OverlapPatchEmbed
@@ -14,6 +13,7 @@ from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import CheckpointError, FamilyConverter, StateDict
+from .registry import register_backbone
 
 _T = dict(embed_dim=96, depths=[2, 2, 6, 2])
 _S = dict(embed_dim=96, depths=[2, 2, 18, 2])
@@ -95,7 +95,7 @@ def crop_focal_kernels(sd: StateDict, official_shapes: Mapping[str, Sequence[int
 
 
 
-@MODELS.register_module()
+@register_backbone
 class FocalNet(PyramidBackbone):
     """FocalNet backbone: patch embeddings and focal-modulation blocks
     (hierarchical depthwise-conv contexts gated into a modulator instead of

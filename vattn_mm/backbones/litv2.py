@@ -4,20 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Union
 
-from mmengine.registry import MODELS
-
 from ..layers import BiasedDeformConv2d, DeformableTokenMerging, OverlapPatchEmbed
 from .base import CheckArchs, PyramidBackbone
 from .stage import StageSpec, drop_path_schedule
 from .keymap import KeyMap
 from .loading import FamilyConverter
+from .registry import register_backbone
 
 _S = dict(embed_dim=96, depths=[2, 2, 6, 2], num_heads=[3, 6, 12, 24],
           alpha=0.9, local_ws=[0, 0, 2, 1])
 _LN = dict(type='LN', eps=1e-5)
 
 
-@MODELS.register_module()
+@register_backbone
 class LITv2(PyramidBackbone):
     """LITv2 backbone: a ``patch_size`` x ``patch_size`` patch embedding, early
     stages of attention-free ConvFFN blocks (``has_msa = 0``), later stages of

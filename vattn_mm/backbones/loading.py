@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..utils.download import CheckpointDownloadError
+from ..utils.log import log
 from ..utils.safe_load import UnreadableCheckpointError, load_checkpoint_file
 from .keymap import KeyMap
 
@@ -211,9 +212,21 @@ class FamilyConverter:
         return sd, report
 
 
+def load_matched(model: nn.Module, weights: StateDict, report: LoadReport, source: str,
+                 what: str, fix: str) -> None:
+    """Load the tensors of ``weights`` that ``report`` matched into ``model``,
+    or raise a :class:`CheckpointMismatchError` saying that ``source`` does
+    not fit ``what``, naming the misfit keys, then ``fix``."""
+    if not report.ok:
+        raise CheckpointMismatchError(
+            f'{source!r} does not fit {what}: {report.describe_problems()}. {fix}')
+    model.load_state_dict({k: weights[k] for k in report.loaded}, strict=False)
+
+
 def load_pretrained(model: nn.Module, path: str, converter: FamilyConverter,
-                    prefix: Optional[str] = None, logger=None) -> LoadReport:
-    """Load ``path`` into ``model`` with every backbone weight matched.
+                    prefix: Optional[str] = None, verbose: bool = False) -> LoadReport:
+    """Load ``path`` into ``model`` with every backbone weight matched;
+    ``verbose``: log what was loaded, dropped and kept (:func:`~vattn_mm.utils.log.log`).
 
     Raises:
         CheckpointMismatchError: naming the missing / unexpected / mis-shaped
@@ -222,21 +235,16 @@ def load_pretrained(model: nn.Module, path: str, converter: FamilyConverter,
     sd = extract_state_dict(read_checkpoint(path), prefix)
     model_sd = model.state_dict()
     sd, report = converter.match(sd, model_sd)
-    if not report.ok:
-        raise CheckpointMismatchError(
-            f'{path!r} does not fit {type(model).__name__} '
-            f'({getattr(model, "arch_name", "custom arch")}; read as '
-            f'{report.source_format} checkpoint): {report.describe_problems()}. '
-            'Check the arch and the checkpoint file.')
-    model.load_state_dict({k: sd[k] for k in report.loaded}, strict=False)
-    if logger is not None:
-        logger.info(
-            f'Loaded {len(report.loaded)} tensors from {path} '
+    load_matched(model, sd, report, path,
+                 f'{type(model).__name__} ({getattr(model, "arch_name", "custom arch")}; read as '
+                 f'{report.source_format} checkpoint)', 'Check the arch and the checkpoint file.')
+    if verbose:
+        log(f'Loaded {len(report.loaded)} tensors from {path} '
             f'({report.source_format} format) into {type(model).__name__}.'
             + (f' Ignored classification-only keys: {_listing(report.dropped)}.'
                if report.dropped else '')
             + (f' Dense-only keys keep their initialisation: '
                f'{_listing(report.dense_only)}.' if report.dense_only else ''))
         for note in report.notes:
-            logger.info(note)
+            log(note)
     return report

@@ -5,12 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence, Union
 
-from mmengine.registry import MODELS
-
 from ..layers import P2T_POOL_RATIOS
 from .base import CheckArchs
 from .keymap import KeyMap
 from .loading import FamilyConverter, StateDict
+from .registry import register_backbone
 from .token_pyramid import TokenPyramid
 
 _S = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8], mlp_ratios=[8, 8, 4, 4])
@@ -52,7 +51,7 @@ def unsqueeze_pointwise_convs(sd: StateDict, official_shapes: Mapping[str, Seque
     return out
 
 
-@MODELS.register_module()
+@register_backbone
 class P2T(TokenPyramid):
     """Pyramid Pooling Transformer backbone: the :class:`TokenPyramid` with
     pyramid-pooling attention (keys / values from several adaptive average

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Union
 
-from mmengine.registry import MODELS
-
 from .base import CheckArchs
 from .keymap import KeyMap
 from .loading import FamilyConverter
+from .registry import register_backbone
 from .token_pyramid import TokenPyramid
 
 _B = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8],
@@ -25,7 +24,7 @@ PVT_STAGE_RULES = (
 )
 
 
-@MODELS.register_module()
+@register_backbone
 class PVTv2(TokenPyramid):
     """PVTv2 backbone: the :class:`TokenPyramid` with spatial-reduction
     attention (conv SR or, for ``linear=True``, pooled "linear" SR) and

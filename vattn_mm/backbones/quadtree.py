@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from mmengine.registry import MODELS
-
 from .base import CheckArchs
 from .keymap import KeyMap
 from .loading import FamilyConverter
 from .pvtv2 import PVT_STAGE_RULES
+from .registry import register_backbone
 from .token_pyramid import TokenPyramid
 
 _B = dict(embed_dims=[64, 128, 320, 512], num_heads=[1, 2, 5, 8],
@@ -23,7 +22,7 @@ CLS_TOPKS = [8, 8, 8, 8]
 CLS_VALUE_ACT = 'GELU'
 
 
-@MODELS.register_module()
+@register_backbone
 class QuadTree(TokenPyramid):
     """QuadTree backbone (QuadTree-A / -B): the :class:`TokenPyramid` with
     quadtree attention and depthwise-conv FFNs; outputs the normalised tokens

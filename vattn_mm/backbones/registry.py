@@ -1,18 +1,37 @@
-"""The registered backbones by name: lookups and building without weights."""
+"""The registered backbones by name: registering, lookups and building
+without weights."""
 from __future__ import annotations
 
+import sys
 from typing import Any, Mapping, Union
 
 import torch
 
+from ..utils.registry import Registry
 from .base import PyramidBackbone
+
+#: the backbones registered with :func:`register_backbone` (mirrored into
+#: MMEngine's ``MODELS`` where it is installed: :mod:`vattn_mm.utils.registry`)
+BACKBONES = Registry('backbone')
+
+
+def register_backbone(cls: type) -> type:
+    """Class decorator: register a :class:`PyramidBackbone` subclass."""
+    if not issubclass(cls, PyramidBackbone):
+        raise TypeError(f'{cls.__name__} is not a PyramidBackbone')
+    return BACKBONES.register(cls)
 
 
 def registered_backbones() -> dict[str, type]:
-    """Every registered vattn-mm backbone class, by registered name."""
-    from mmengine.registry import MODELS
-    return {name: cls for name, cls in MODELS.module_dict.items()
-            if isinstance(cls, type) and issubclass(cls, PyramidBackbone)}
+    """Every registered vattn-mm backbone class, by registered name: those
+    of :data:`BACKBONES`, then PyramidBackbone subclasses registered in
+    MMEngine's ``MODELS`` directly where the process uses MMEngine."""
+    found = dict(BACKBONES)
+    registry = sys.modules.get('mmengine.registry')
+    if registry is not None:
+        found.update({name: cls for name, cls in registry.MODELS.module_dict.items()
+                      if isinstance(cls, type) and issubclass(cls, PyramidBackbone)})
+    return found
 
 
 def released_families() -> dict[str, type]:

@@ -8,11 +8,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, Sequence
 
-from mmcv.cnn import build_norm_layer
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from ..layers import TokenBlock, build_layer, build_mixer, build_position, build_shared
+from ..layers.bricks import build_norm
 
 
 def drop_path_schedule(depths: Sequence[int], rate: float) -> list[list[float]]:
@@ -136,7 +136,7 @@ def build_stage(index: int, spec: StageSpec) -> PyramidStage:
             position=build_layer(position, 'position module') if where == 'block' else None)
         for j in range(spec.depth)
     ]
-    norm = build_norm_layer(dict(spec.out_norm_cfg), dims)[1] if spec.out_norm_cfg else None
+    norm = build_norm(dict(spec.out_norm_cfg), dims) if spec.out_norm_cfg else None
     stage_position = build_layer(position, 'position module') \
         if where in ('after_first_block', 'embed') else None
     return PyramidStage(spec.patch_embed, blocks, norm, shared, stage_position,

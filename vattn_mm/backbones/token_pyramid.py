@@ -5,18 +5,17 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional, Sequence, Union
 
-from mmengine.registry import MODELS
-
 from ..layers import build_layer
 from ..layers.builder import as_stage_list
 from .base import CheckArchs, PyramidBackbone
+from .registry import register_backbone
 from .stage import StageSpec, drop_path_schedule
 
 Cfg = Mapping[str, Any]
 _PVT = dict(num_heads=[1, 2, 5, 8], mlp_ratios=[8, 8, 4, 4])
 
 
-@MODELS.register_module()
+@register_backbone
 class TokenPyramid(PyramidBackbone):
     """A pyramid backbone whose token mixer, FFN, patch embedding and position
     module are configs: any registered mixer works in any stage.

@@ -4,21 +4,35 @@ and exact whole-model loading for evaluation."""
 from __future__ import annotations
 
 import os.path as osp
-from typing import Mapping, Optional
+from pathlib import Path
+from typing import Mapping, Optional, Union
 
 from mmengine.dist import is_main_process
-from mmengine.fileio import register_backend
+from mmengine.fileio import LocalBackend, register_backend
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
 from ..backbones.loading import CheckpointMismatchError, LoadReport, extract_state_dict
-from ..utils.atomic_io import AtomicLocalBackend, atomic_write
+from ..utils.atomic_io import atomic_write
 from ..utils.safe_load import URI_SCHEME, plain_message_hub, restore_message_hub
 from .finite import check_finite_weights
 
 #: the file backend (``backend_args=dict(backend=...)``) that writes local files atomically
 ATOMIC_BACKEND = 'atomic_local'
+
+
+class AtomicLocalBackend(LocalBackend):
+    """mmengine's local file backend with atomic ``put`` / ``put_text``
+    (:func:`~vattn_mm.utils.atomic_io.atomic_write`)."""
+
+    def put(self, obj: bytes, filepath: Union[str, Path]) -> None:
+        atomic_write(filepath, obj)
+
+    def put_text(self, obj: str, filepath: Union[str, Path], encoding: str = 'utf-8') -> None:
+        atomic_write(filepath, obj.encode(encoding))
+
+
 register_backend(ATOMIC_BACKEND, AtomicLocalBackend)
 
 

@@ -4,10 +4,11 @@ configs."""
 from ..ops import DepthwiseConv2d, TokenMapConv2d
 from .agent_attention import AgentAttention
 from .attention import GlobalSelfAttention, merge_heads, split_heads
+from .bricks import DropPath, build_activation, build_norm
 from .block import MLP, ConvFFN, LayerScale, TokenBlock, apply_position, residual_add
-from .builder import (MIXERS, POSITIONS, SCALINGS, TOKENISERS, build_layer, build_mixer,
-                      build_position, build_shared, register_mixer, register_position,
-                      register_tokeniser, registered_class)
+from .builder import (LAYERS, MIXERS, POSITIONS, SCALINGS, TOKENISERS, build_layer, build_mixer,
+                      build_position, build_shared, register_layer, register_mixer,
+                      register_position, register_tokeniser, registered_class)
 from .dilated_attention import MultiScaleDilatedAttention
 from .external_attention import ExternalAttention, ExternalAttentionUnit
 from .focal_modulation import FocalModulation
@@ -46,4 +47,5 @@ __all__ = [
     'ConvNormAct', 'DSConv', 'MBConv', 'EfficientViTClsNeck',
     'POSITIONS', 'TOKENISERS', 'register_position', 'register_tokeniser', 'apply_position',
     'SinCosPosEmbed', 'PixelAttention', 'CeiTImageToTokens',
+    'DropPath', 'build_activation', 'build_norm', 'LAYERS', 'register_layer',
 ]

@@ -7,11 +7,11 @@ from typing import Any, Mapping, Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_norm_layer
 from torch import nn
 
 from ..ops import TokenMapConv2d
 from .attention import check_heads, merge_heads, split_heads
+from .bricks import build_norm
 from .builder import register_mixer
 from .export_ops import adaptive_avg_pool2d
 from .tokens import Size, init_position_bias_, map_to_tokens, tokens_to_map
@@ -116,7 +116,7 @@ class AgentAttention(nn.Module):
         self.proj = nn.Linear(embed_dims, embed_dims)
         if sr_ratio > 1:
             self.sr = TokenMapConv2d(embed_dims, embed_dims, sr_ratio, sr_ratio)
-            self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+            self.norm = build_norm(norm_cfg, embed_dims)
         self.dwc = TokenMapConv2d(embed_dims, embed_dims, kernel_size, padding=kernel_size // 2,
                              groups=embed_dims)
         kv_window = window // sr_ratio

@@ -5,12 +5,11 @@ from __future__ import annotations
 from typing import Optional
 
 import torch
-from mmcv.cnn import build_activation_layer, build_norm_layer
-from mmcv.cnn.bricks import DropPath
-from mmengine.registry import MODELS
 from torch import nn
 
 from .. import ops
+from .bricks import DropPath, build_activation, build_norm
+from .builder import register_layer
 from .tokens import Size, map_to_tokens, tokens_to_map
 
 
@@ -57,7 +56,7 @@ class TokenBlock(nn.Module):
             self.pos_embed = position
         self.has_position = position is not None
         def norm() -> nn.Module:
-            return build_norm_layer(norm_cfg, embed_dims)[1] if norm_cfg else nn.Identity()
+            return build_norm(norm_cfg, embed_dims) if norm_cfg else nn.Identity()
 
         if mixer is not None:
             self.norm1 = norm()
@@ -115,7 +114,7 @@ def apply_position(position: nn.Module, x: torch.Tensor, hw: Size,
     return residual_add(inplace)(x, term)
 
 
-@MODELS.register_module()
+@register_layer
 class MLP(nn.Module):
     """``fc1 -> act -> drop -> fc2 -> drop`` over tokens (the ViT FFN); called
     as ``mlp(tokens, hw)`` like the other FFNs, ``hw`` unused.
@@ -132,7 +131,7 @@ class MLP(nn.Module):
                  chunk_tokens: Optional[int] = 4096):
         super().__init__()
         self.fc1 = nn.Linear(embed_dims, hidden_dims)
-        self.act = build_activation_layer(act_cfg)
+        self.act = build_activation(act_cfg)
         self.fc2 = nn.Linear(hidden_dims, embed_dims)
         self.drop = nn.Dropout(drop)
         self.chunk_tokens = chunk_tokens
@@ -151,7 +150,7 @@ class MLP(nn.Module):
         return self.drop(self.fc2(self.drop(x)))
 
 
-@MODELS.register_module()
+@register_layer
 class ConvFFN(nn.Module):
     """FFN with a 3x3 depthwise convolution between its two projections
     (PVTv2, arXiv:2106.13797): ``fc1 -> [pre_act] -> dwconv -> act -> fc2``.
@@ -175,9 +174,9 @@ class ConvFFN(nn.Module):
                  pre_act_cfg: Optional[dict] = None, drop: float = 0.):
         super().__init__()
         self.fc1 = nn.Linear(embed_dims, hidden_dims)
-        self.pre_act = build_activation_layer(pre_act_cfg) if pre_act_cfg else nn.Identity()
+        self.pre_act = build_activation(pre_act_cfg) if pre_act_cfg else nn.Identity()
         self.dwconv = ops.DepthwiseConv2d(hidden_dims, 3)
-        self.act = build_activation_layer(act_cfg)
+        self.act = build_activation(act_cfg)
         self.fc2 = nn.Linear(hidden_dims, embed_dims)
         self.drop = nn.Dropout(drop)
         self.ffn_hidden_groups = ops.switch('ffn_hidden_groups')

@@ -48,7 +48,9 @@ Optional hooks of the stage builder:
   pads its input accordingly.
 
 A mixer file is imported explicitly by ``vattn_mm/layers/__init__.py`` (one
-line; no discovery of files by name), which registers it.
+line; no discovery of files by name), which registers it in :data:`LAYERS`
+(every layer a config may name, mirrored into MMEngine's ``MODELS`` where it
+is installed: :mod:`vattn_mm.utils.registry`).
 
 A **position module** (e.g. :class:`~vattn_mm.layers.ConvPosEnc`) is one
 file too, registered with :func:`register_position` (listed in
@@ -79,8 +81,9 @@ import copy
 import inspect
 from typing import Any, Mapping, Optional, Union
 
-from mmengine.registry import MODELS
 from torch import nn
+
+from ..utils.registry import Registry, mmengine_models
 
 Cfg = Mapping[str, Any]
 POSITION_PLACES = ('block', 'after_first_block', 'embed')
@@ -90,6 +93,10 @@ POSITION_COMBINES = ('add', 'multiply')
 TOKENISER_ROLES = ('stem', 'patch_embed')
 #: what a mixer's ``scaling`` may say
 SCALINGS = ('linear', 'quadratic')
+#: every layer a config may name: mixers, position modules, tokenisers, FFNs, ...
+LAYERS = Registry('layer')
+#: class decorator: register a layer in :data:`LAYERS`
+register_layer = LAYERS.register
 #: every token mixer registered with :func:`register_mixer`, by name
 MIXERS: dict[str, type] = {}
 #: every position module registered with :func:`register_position`, by name
@@ -99,8 +106,8 @@ TOKENISERS: dict[str, type] = {}
 
 
 def register_mixer(cls: type) -> type:
-    """Class decorator: register a token mixer in MMEngine's ``MODELS`` and
-    list it in :data:`MIXERS` (what the tests and the analysis read;
+    """Class decorator: register a token mixer in :data:`LAYERS` and list it
+    in :data:`MIXERS` (what the tests and the analysis read;
     the declarations are checked here, see the module docstring)."""
     name = cls.__name__
     scaling = getattr(cls, 'scaling', None)
@@ -110,8 +117,8 @@ def register_mixer(cls: type) -> type:
 
 
 def _listed(cls: type, listing: dict) -> type:
-    """``cls`` registered in ``MODELS`` and listed in ``listing`` by name."""
-    MODELS.register_module(module=cls)
+    """``cls`` registered in :data:`LAYERS` and listed in ``listing`` by name."""
+    register_layer(cls)
     listing[cls.__name__] = cls
     return cls
 
@@ -124,7 +131,7 @@ def _declared(cls: type, kind: str, attr: str, default: str, choices: tuple) -> 
 
 
 def register_position(cls: type) -> type:
-    """Class decorator: register a position module in ``MODELS`` and list it
+    """Class decorator: register a position module in :data:`LAYERS` and list it
     in :data:`POSITIONS` (``default_where`` and ``combine`` are checked)."""
     _declared(cls, 'position module', 'default_where', 'block', POSITION_PLACES)
     _declared(cls, 'position module', 'combine', 'add', POSITION_COMBINES)
@@ -132,7 +139,7 @@ def register_position(cls: type) -> type:
 
 
 def register_tokeniser(cls: type) -> type:
-    """Class decorator: register a patch embedding / stem in ``MODELS`` and
+    """Class decorator: register a patch embedding / stem in :data:`LAYERS` and
     list it in :data:`TOKENISERS` (``tokeniser_roles`` is checked)."""
     name = cls.__name__
     roles = getattr(cls, 'tokeniser_roles', None)
@@ -145,16 +152,19 @@ def register_tokeniser(cls: type) -> type:
 def registered_class(cfg: Cfg, role: str) -> type:
     """The class named by ``cfg['type']`` (a registered name or a class).
 
-    Names are looked up in MMEngine's root ``MODELS`` registry first, where
-    vattn-mm registers its layers, so a same-named module of a downstream
-    scope (mmdet, mmseg) never replaces them.
+    Names are looked up in :data:`LAYERS` first, so a same-named module of
+    a downstream scope (mmdet, mmseg) never replaces them, then in MMEngine's
+    root ``MODELS`` where MMEngine is installed (layers registered there).
     """
     if not isinstance(cfg, Mapping) or 'type' not in cfg:
         raise TypeError(f'{role} config must be a dict with a "type", got {cfg!r}')
     kind = cfg['type']
     if isinstance(kind, type):
         return kind
-    cls = MODELS.get(kind)
+    cls = LAYERS.get(kind)
+    models = mmengine_models() if cls is None else None
+    if models is not None:
+        cls = models.get(kind)
     if cls is None:
         known = f' (vattn-mm mixers: {sorted(MIXERS)})' if role == 'mixer' else ''
         raise KeyError(f'{role} type {kind!r} is not registered{known}')

@@ -6,11 +6,11 @@ from typing import Mapping, Optional
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_norm_layer
 from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
 from .attention import check_heads
+from .bricks import build_norm
 from .builder import register_mixer
 from .tokens import Size, map_to_tokens, tokens_to_map
 
@@ -120,7 +120,7 @@ class ExternalAttention(nn.Module):
         self.attn_drop = nn.Dropout(attn_drop)
         self.proj = nn.Linear(inner, embed_dims, bias=proj_bias)
         self.proj_drop = nn.Dropout(proj_drop)
-        self.norm = build_norm_layer(norm_cfg, embed_dims)[1] if norm_cfg else None
+        self.norm = build_norm(norm_cfg, embed_dims) if norm_cfg else None
 
     def slot_weights(self, x: torch.Tensor) -> torch.Tensor:
         """Doubly normalised weights (B, N, heads, S) of the tokens (B, N, C)."""

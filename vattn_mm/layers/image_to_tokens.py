@@ -6,9 +6,9 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_norm_layer
 from torch import nn
 
+from .bricks import build_norm
 from .builder import register_tokeniser
 from .tokens import Size, map_to_tokens, needs_padding, pad_to_multiple
 
@@ -44,12 +44,12 @@ class CeiTImageToTokens(nn.Module):
         if patch_size < 1:
             raise ValueError(f'CeiTImageToTokens: patch_size must be >= 1, got {patch_size}')
         self.conv = nn.Conv2d(in_channels, hidden_dims, 7, 2, 3, bias=False)
-        self.bn = build_norm_layer(norm_cfg, hidden_dims)[1]
+        self.bn = build_norm(norm_cfg, hidden_dims)
         self.pool = nn.MaxPool2d(3, 2, 1)
         self.patch_size = patch_size
         self.stride = 4 * patch_size
         self.proj = nn.Conv2d(hidden_dims, embed_dims, patch_size, patch_size)
-        self.norm = build_norm_layer(out_norm_cfg, embed_dims)[1] if out_norm_cfg \
+        self.norm = build_norm(out_norm_cfg, embed_dims) if out_norm_cfg \
             else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:

@@ -8,12 +8,12 @@ from typing import Any, Mapping, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_activation_layer
 from torch import nn
 
 from .. import ops
 from ..ops import TokenMapConv2d
 from .attention import check_heads, merge_heads
+from .bricks import build_activation
 from .builder import register_mixer
 from .mbconv import ConvNormAct
 from .tokens import Size, map_to_tokens, tokens_to_map
@@ -143,7 +143,7 @@ class LiteMLA(nn.Module):
                 TokenMapConv2d(total, total, s, padding=s // 2, groups=total, bias=qkv_bias),
                 TokenMapConv2d(total, total, 1, groups=3 * heads, bias=qkv_bias))
             for s in scales)
-        self.kernel_func = build_activation_layer(kernel_cfg)
+        self.kernel_func = build_activation(kernel_cfg)
         self.proj = ConvNormAct(heads * head_dims * (1 + len(scales)), embed_dims,
                                 bias=proj_bias, norm_cfg=proj_norm, act_cfg=proj_act)
 

@@ -13,11 +13,11 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import torch
-from mmcv.cnn import build_activation_layer, build_norm_layer
-from mmengine.registry import MODELS
 from torch import nn
 
 from ..ops import TokenMapConv2d
+from .bricks import build_activation, build_norm
+from .builder import register_layer
 from .tokens import Size, map_to_tokens, tokens_to_map
 
 Cfg = Optional[Mapping[str, Any]]
@@ -47,8 +47,8 @@ class ConvNormAct(nn.Module):
         super().__init__()
         self.conv = TokenMapConv2d(in_channels, out_channels, kernel_size, stride,
                                    kernel_size // 2, groups=groups, bias=bias)
-        self.norm = build_norm_layer(dict(norm_cfg), out_channels)[1] if norm_cfg else None
-        self.act = build_activation_layer(dict(act_cfg)) if act_cfg else None
+        self.norm = build_norm(dict(norm_cfg), out_channels) if norm_cfg else None
+        self.act = build_activation(dict(act_cfg)) if act_cfg else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.norm is None:
@@ -85,7 +85,7 @@ class DSConv(nn.Module):
         return x + out if self.residual else out
 
 
-@MODELS.register_module()
+@register_layer
 class MBConv(nn.Module):
     """Inverted residual block without its shortcut: 1x1 expansion to
     ``hidden_dims``, depthwise ``k x k`` (stride ``stride``), 1x1 projection
@@ -159,7 +159,7 @@ class EfficientViTEmbed(nn.Module):
         return map_to_tokens(self.downsample.forward_map(x))
 
 
-@MODELS.register_module()
+@register_layer
 class EfficientViTClsNeck(nn.Module):
     """EfficientViT's ImageNet classifier up to its last linear layer, as an
     mmpretrain neck (official ``ClsHead`` without ``op_list.3``): 1x1 conv +
@@ -181,7 +181,7 @@ class EfficientViTClsNeck(nn.Module):
         self.conv = ConvNormAct(in_channels, widths[0], norm_cfg=norm_cfg, act_cfg=act_cfg)
         self.fc = nn.Linear(widths[0], widths[1], bias=False)
         self.norm = nn.LayerNorm(widths[1], eps=ln_eps)
-        self.act = build_activation_layer(dict(act_cfg))
+        self.act = build_activation(dict(act_cfg))
 
     def pool(self, x: torch.Tensor) -> torch.Tensor:
         return self.act(self.norm(self.fc(self.conv(x).mean((2, 3)))))

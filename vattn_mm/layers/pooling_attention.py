@@ -6,11 +6,11 @@ from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_norm_layer
 from torch import nn
 
 from ..ops import DepthwiseConv2d, is_exporting
 from .attention import attention_width, merge_heads, split_heads
+from .bricks import build_norm
 from .builder import register_mixer
 from .export_ops import adaptive_avg_pool2d
 from .tokens import Size, tokens_to_map
@@ -98,7 +98,7 @@ class PyramidPoolingAttention(nn.Module):
         self.q = nn.Linear(embed_dims, width, bias=qkv_bias)
         self.kv = nn.Linear(embed_dims, 2 * width, bias=qkv_bias)
         self.proj = nn.Linear(width, embed_dims)
-        self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.norm = build_norm(norm_cfg, embed_dims)
 
     def pool(self, x: torch.Tensor, hw: Size, pool_convs: nn.ModuleList) -> torch.Tensor:
         """(B, N, C) tokens -> (B, sum of pooled tokens, C) normalised tokens."""

@@ -19,8 +19,6 @@ from typing import Optional, Sequence
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_activation_layer
-from mmengine.logging import print_log
 from torch import nn
 
 from .. import ops
@@ -28,7 +26,9 @@ from ..ops import DepthwiseConv2d
 from ..ops.quadtree import gathered_aggregate, gathered_scores, top_keys
 from ..ops.quadtree import top_k
 from ..utils.compat import is_compiling
+from ..utils.log import log
 from .attention import attention_width
+from .bricks import build_activation
 from .builder import register_mixer
 from .tokens import Size, map_to_tokens, tokens_to_map
 
@@ -63,7 +63,7 @@ def child_index(parents: torch.Tensor, child: torch.Tensor, parent_width: int) -
 # ----------------------------------------------------------- the attention
 def _clamp_topk(k: int, available: int, level: int) -> int:
     """Clamp a top-k to the candidates available, logging that once (in eager
-    runs: mmengine's logger cannot be traced, so under ``torch.compile`` the
+    runs: a logger cannot be traced, so under ``torch.compile`` the
     clamp is silent rather than a graph break)."""
     global _TOPK_CLAMP_LOGGED
     if isinstance(available, torch.Tensor):   # traced size (export): clamp in the graph
@@ -72,11 +72,9 @@ def _clamp_topk(k: int, available: int, level: int) -> int:
         return k
     if not _TOPK_CLAMP_LOGGED and not is_compiling():
         _TOPK_CLAMP_LOGGED = True
-        print_log(
-            f'QuadtreeAttention: top-k {k} at pyramid level {level} (0 = coarsest) '
+        log(f'QuadtreeAttention: top-k {k} at pyramid level {level} (0 = coarsest) '
             f'exceeds the {available} candidate keys there (small input); using '
-            f'top-{available}. Logged once; later clamps are silent.',
-            logger='current', level=logging.WARNING)
+            f'top-{available}. Logged once; later clamps are silent.', logging.WARNING)
     return available
 
 
@@ -240,9 +238,9 @@ class QuadtreeAttention(nn.Module):
                 for _ in range(num_levels))
             self.value_downsamples = nn.ModuleList(
                 nn.Sequential(
-                    nn.GroupNorm(1, width), build_activation_layer(value_act_cfg),
+                    nn.GroupNorm(1, width), build_activation(value_act_cfg),
                     nn.Conv2d(width, width, 2, stride=2),
-                    nn.GroupNorm(1, width), build_activation_layer(value_act_cfg),
+                    nn.GroupNorm(1, width), build_activation(value_act_cfg),
                     nn.Conv2d(width, width, 1))
                 for _ in range(num_levels - 1))
         self.proj = nn.Linear(width, embed_dims)

@@ -5,11 +5,11 @@ from typing import Optional
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_norm_layer
 from torch import nn
 
 from ..ops import TokenMapConv2d
 from .attention import attention_width, merge_heads, split_heads
+from .bricks import build_norm
 from .builder import register_mixer
 from .export_ops import AdaptiveAvgPool2d
 from .tokens import Size, map_to_tokens, tokens_to_map
@@ -59,7 +59,7 @@ class SpatialReductionAttention(nn.Module):
         self.reduces = linear or sr_ratio > 1
         self.window = 1 if linear else sr_ratio  # smallest map side the conv SR accepts
         if self.reduces:
-            self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+            self.norm = build_norm(norm_cfg, embed_dims)
 
     def reduce(self, x: torch.Tensor, hw: Size) -> torch.Tensor:
         """Tokens the keys and values are computed from."""

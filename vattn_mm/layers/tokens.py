@@ -18,14 +18,13 @@ from typing import Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
-from mmcv.cnn import build_activation_layer, build_norm_layer
-from mmengine.registry import MODELS
 from torch import nn
 
 from .. import ops
 from ..ops import DepthwiseConv2d, TokenMapConv2d, is_exporting
 from ..ops.deform_conv import deform_conv2d
-from .builder import register_position, register_tokeniser
+from .bricks import build_activation, build_norm
+from .builder import register_layer, register_position, register_tokeniser
 from .export_ops import deform_conv2d_sampled
 
 Size = tuple[int, int]
@@ -84,7 +83,7 @@ class OverlapPatchEmbed(nn.Module):
         self.stride = stride
         self.pad_to_multiple = pad_to_multiple
         self.proj = TokenMapConv2d(in_channels, embed_dims, kernel_size, stride, padding)
-        self.norm = build_norm_layer(norm_cfg, embed_dims)[1] if norm_cfg else nn.Identity()
+        self.norm = build_norm(norm_cfg, embed_dims) if norm_cfg else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
         if self.pad_to_multiple:
@@ -143,13 +142,13 @@ class ConvStem(nn.Module):
         layers, channels = [], in_channels
         for dims, stride in zip(hidden_dims, strides):
             layers += [nn.Conv2d(channels, dims, 3, stride, 1, bias=False),
-                       build_norm_layer(norm_cfg, dims)[1],
-                       build_activation_layer(act_cfg)]
+                       build_norm(norm_cfg, dims),
+                       build_activation(act_cfg)]
             channels = dims
         layers.append(nn.Conv2d(channels, embed_dims, 1))
         self.stride = math.prod(strides)
         self.convs = nn.Sequential(*layers)
-        self.norm = build_norm_layer(out_norm_cfg, embed_dims)[1] if out_norm_cfg else nn.Identity()
+        self.norm = build_norm(out_norm_cfg, embed_dims) if out_norm_cfg else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
         x, hw = map_to_tokens(self.convs(x))
@@ -183,7 +182,7 @@ class ConvDownsample(nn.Module):
         super().__init__()
         self.proj = TokenMapConv2d(in_channels, embed_dims, kernel_size, 2,
                                    (kernel_size - 1) // 2)
-        self.norm = build_norm_layer(norm_cfg, embed_dims)[1]
+        self.norm = build_norm(norm_cfg, embed_dims)
         self.stride = 2
         if cpe:
             self.pos_embed = DepthwiseConv2d(embed_dims, 3)
@@ -241,7 +240,7 @@ class BiasedDeformConv2d(nn.Module):
                              fast=self.gathered.on(x))
 
 
-@MODELS.register_module()
+@register_layer
 class DeformableTokenMerging(nn.Module):
     """``kernel_size`` x ``kernel_size`` stride-``kernel_size`` deformable conv
     (:class:`BiasedDeformConv2d`) -> norm -> activation; takes a (B, C, H, W)
@@ -261,8 +260,8 @@ class DeformableTokenMerging(nn.Module):
         self.kernel_size = self.stride = kernel_size
         self.dconv = BiasedDeformConv2d(in_channels, out_channels, kernel_size,
                                         stride=kernel_size)
-        self.norm = build_norm_layer(norm_cfg, out_channels)[1]
-        self.act = build_activation_layer(act_cfg)
+        self.norm = build_norm(norm_cfg, out_channels)
+        self.act = build_activation(act_cfg)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, Size]:
         h, w = x.shape[-2:]

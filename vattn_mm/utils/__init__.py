@@ -5,7 +5,7 @@ checks, mixed precision for mmcv ops, and what
 (:mod:`.distributed_exit`).  Nothing here registers anything or changes
 mmengine, mmcv or torch on import."""
 from .amp import float32_mmcv_ops, float32_unless_native
-from .atomic_io import AtomicLocalBackend, atomic_write
+from .atomic_io import atomic_write
 from .data_checks import EmptyDatasetError, ImageLoadError, build_dataset
 from .download import CheckpointDownloadError, cached_download, is_url
 from .safe_load import (TRUST_ENV, UnreadableCheckpointError, UntrustedCheckpointError,
@@ -13,7 +13,7 @@ from .safe_load import (TRUST_ENV, UnreadableCheckpointError, UntrustedCheckpoin
                         openmmlab_safe_globals, trust_checkpoint)
 
 __all__ = [
-    'AtomicLocalBackend', 'CheckpointDownloadError', 'EmptyDatasetError', 'ImageLoadError',
+    'CheckpointDownloadError', 'EmptyDatasetError', 'ImageLoadError',
     'TRUST_ENV', 'UnreadableCheckpointError', 'UntrustedCheckpointError', 'atomic_write',
     'build_dataset', 'cached_download', 'is_url',
     'float32_mmcv_ops', 'float32_unless_native', 'load_checkpoint_file', 'load_runner_checkpoint',

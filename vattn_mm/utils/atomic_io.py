@@ -8,10 +8,8 @@ truncated file where the last good checkpoint was, or no checkpoint at all.
 
 :func:`atomic_write` writes to a temporary file in the same directory,
 flushes and fsyncs it, renames it over the target with :func:`os.replace`
-(atomic on POSIX) and fsyncs the directory.  :class:`AtomicLocalBackend` is
-mmengine's local file backend writing that way; it is registered as the file
-backend ``'atomic_local'`` and used by
-:class:`~vattn_mm.engine.CrashSafeCheckpointHook`.  :func:`atomic_dir` fills
+(atomic on POSIX) and fsyncs the directory (mmengine's file backend writing
+that way is :class:`~vattn_mm.engine.hooks.AtomicLocalBackend`).  :func:`atomic_dir` fills
 a temporary folder beside an output folder and swaps it in at the end, so
 that a failed run leaves the output folder as it was.
 """
@@ -24,8 +22,6 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Union
-
-from mmengine.fileio import LocalBackend
 
 #: prefix of the temporary files (never matched by ``*.pth`` globs)
 TMP_PREFIX = '.tmp-'
@@ -114,12 +110,3 @@ def atomic_dir(target: Union[str, Path]) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
 
-
-class AtomicLocalBackend(LocalBackend):
-    """mmengine's local file backend with atomic ``put`` / ``put_text``."""
-
-    def put(self, obj: bytes, filepath: Union[str, Path]) -> None:
-        atomic_write(filepath, obj)
-
-    def put_text(self, obj: str, filepath: Union[str, Path], encoding: str = 'utf-8') -> None:
-        atomic_write(filepath, obj.encode(encoding))

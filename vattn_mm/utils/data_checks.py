@@ -20,8 +20,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Mapping, Optional
 
-from mmengine.registry import DATASETS
-
 
 class EmptyDatasetError(ValueError):
     """A dataset holds no sample after loading and filtering."""
@@ -59,6 +57,7 @@ def empty_dataset_error(cfg: Mapping) -> Optional[EmptyDatasetError]:
     tell an empty dataset from other errors.
     """
     try:
+        from mmengine.registry import DATASETS
         probe = DATASETS.build(dict(cfg, serialize_data=False))
         if hasattr(probe, 'full_init'):
             probe.full_init()
@@ -71,6 +70,7 @@ def build_dataset(cfg: Mapping) -> Any:
     """``DATASETS.build(cfg)``, fully initialised, raising
     :class:`EmptyDatasetError` if it holds no sample."""
     try:
+        from mmengine.registry import DATASETS
         dataset = DATASETS.build(cfg)
         if hasattr(dataset, 'full_init'):
             dataset.full_init()

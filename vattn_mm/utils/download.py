@@ -38,9 +38,9 @@ from contextlib import contextmanager
 from typing import BinaryIO, Iterator, Optional
 
 import torch
-from mmengine.logging import print_log
 
 from .atomic_io import atomic_write, fsync_dir
+from .log import log
 
 #: seconds to wait for a connection and for each read of the body
 DEFAULT_TIMEOUT = 30.0
@@ -174,7 +174,7 @@ def cached_download(url: str, sha256: Optional[str] = None,
             if osp.exists(path + '.partial'):  # another URL's part
                 os.remove(path + '.partial')
             atomic_write(path + '.url', _strip_fragment(url).encode())
-        print_log(f'Downloading {_strip_fragment(url)} to {path}', logger='current')
+        log(f'Downloading {_strip_fragment(url)} to {path}')
         _download(url, path, expected, timeout)
     return path
 

@@ -1,19 +1,21 @@
 """The OpenMMLab packages a task needs, imported only where it needs them.
 
-``import vattn_mm`` needs torch, mmengine and mmcv (with or without compiled
-ops); mmdet, mmsegmentation and mmpretrain are imported by what uses them, and
+``import vattn_mm`` needs torch; where mmengine is installed, mmcv too (with
+or without compiled ops); mmdet, mmsegmentation and mmpretrain are imported by what uses them, and
 a missing one is an error that names the install extra that brings it
 (``pip install 'vattn-mm[det]'``).  mmdet and mmseg import mmcv's compiled ops
 (``mmcv.ops``): with mmcv built without them (``mmcv-lite``,
 ``MMCV_WITH_OPS=0``) the error says so.
 
 :func:`check_stack` checks the versions of torch, mmengine and mmcv when the
-package is imported, like mmdet and mmseg do, since vattn-mm's install does
+package is imported (torch alone where mmengine is not installed), like mmdet and mmseg do, since vattn-mm's install does
 not pull them (it never replaces the torch or mmcv of an environment).
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 from importlib.metadata import PackageNotFoundError, version
 from types import ModuleType
 
@@ -84,10 +86,29 @@ def require_config_scope(cfg) -> None:
 def check_stack() -> None:
     """torch, mmengine and mmcv within the supported releases; a clear error
     naming the fix otherwise."""
+    check_torch()
+    check_openmmlab()
+
+
+def check_torch() -> None:
+    """torch within the supported releases, or an error naming the release found."""
     import torch
     if TORCH_VERSION < MIN_TORCH:
         raise ImportError(f'vattn-mm needs torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]}, '
                           f'found {torch.__version__}')
+
+
+def uses_openmmlab() -> bool:
+    """Whether MMEngine is installed (and not blocked in ``sys.modules``): then
+    ``import vattn_mm`` registers in its registries and needs mmcv too."""
+    if 'mmengine' in sys.modules:
+        return sys.modules['mmengine'] is not None
+    return importlib.util.find_spec('mmengine') is not None
+
+
+def check_openmmlab() -> None:
+    """mmengine and mmcv within the supported releases; a clear error naming
+    the fix otherwise."""
     for name, (low, high), dists in (('mmengine', MMENGINE_RANGE, ('mmengine', 'mmengine-lite')),
                                      ('mmcv', MMCV_RANGE, ('mmcv', 'mmcv-lite', 'mmcv-full'))):
         try:

@@ -32,10 +32,11 @@ from typing import Any, Iterator, Optional
 
 import numpy as np
 import torch
-from mmengine.logging import print_log
 
 from .compat import get_safe_globals, load_weights_only, safe_globals
 from .download import cache_path, cached_download, is_url
+from .log import log
+from .requires import uses_openmmlab
 
 #: environment variable listing trusted checkpoint files (``os.pathsep``-separated)
 TRUST_ENV = 'VATTN_TRUSTED_CHECKPOINTS'
@@ -65,9 +66,13 @@ def _numpy_globals() -> list:
 
 
 def openmmlab_safe_globals() -> list:
-    """Types an mmengine / OpenMMLab / DeiT-style checkpoint may hold."""
-    from mmengine.logging import HistoryBuffer
-    return [HistoryBuffer, argparse.Namespace, *_numpy_globals()]
+    """Types an mmengine / OpenMMLab / DeiT-style checkpoint may hold (mmengine's
+    where it is installed: without it, its objects cannot be unpickled anyway)."""
+    items = [argparse.Namespace, *_numpy_globals()]
+    if uses_openmmlab():
+        from mmengine.logging import HistoryBuffer
+        items.insert(0, HistoryBuffer)
+    return items
 
 
 @contextmanager
@@ -120,8 +125,8 @@ def load_checkpoint_file(path: str, map_location: Optional[Any] = 'cpu') -> Any:
         raise _unreadable(path, ValueError(problem), url)
     trusted = osp.realpath(path) in trusted_checkpoints()
     if trusted:
-        print_log(f'Loading trusted checkpoint {path} with full unpickling '
-                  f'(listed in ${TRUST_ENV}).', logger='current')
+        log(f'Loading trusted checkpoint {path} with full unpickling '
+                  f'(listed in ${TRUST_ENV}).')
     try:
         if trusted:
             return torch.load(path, map_location=map_location, weights_only=False)
