@@ -91,8 +91,8 @@ def model_index_path() -> Path:
 def _read_yaml(path: Path):
     import yaml
     try:
-        with open(path, encoding='utf-8') as f:
-            return yaml.safe_load(f)
+        with open(path, encoding='utf-8') as f:   # libyaml's safe loader where PyYAML has it
+            return yaml.load(f, Loader=getattr(yaml, 'CSafeLoader', yaml.SafeLoader))
     except yaml.YAMLError as err:
         raise ValueError(f'{path}: not valid YAML ({err})') from err
 

@@ -30,7 +30,6 @@ import re
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
-import numpy as np
 import torch
 
 from .compat import get_safe_globals, load_weights_only, safe_globals
@@ -52,6 +51,10 @@ class UnreadableCheckpointError(RuntimeError):
 
 
 def _numpy_globals() -> list:
+    try:
+        import numpy as np
+    except ImportError:   # torch runs without numpy; a checkpoint then holds no numpy objects
+        return []
     core = np._core if int(np.__version__.split('.')[0]) >= 2 else np.core
     items: list = [np.ndarray, np.dtype, core.multiarray._reconstruct, core.multiarray.scalar]
     items += list({type(np.dtype(t)) for t in np.typecodes['All'] if t not in 'OMmVU'})
@@ -195,6 +198,7 @@ def plain_message_hub(state: dict) -> dict:
     """A message hub ``state_dict`` with its ``HistoryBuffer`` objects as
     dicts of lists and numpy scalars as Python numbers (``weights_only``
     loads them without an allow-list)."""
+    import numpy as np
     from mmengine.logging import HistoryBuffer
     scalars = {}
     for key, value in state['log_scalars'].items():
