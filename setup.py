@@ -30,8 +30,8 @@ CLS = [*OPENMMLAB, 'mmpretrain>=1.2.0,<1.3']
 #: ONNX export (PyTorch's TorchScript-based exporter writes with onnx) and its check in
 #: onnxruntime (tools/deploy/export_onnx.py); opset 17, the default, needs both >= 1.12
 DEPLOY = ['onnx>=1.12', 'onnxruntime>=1.12']
-#: vattn_mm.timm: the backbones as timm models (tested with timm 1.0.31, which needs Python >= 3.10)
-TIMM = ['timm>=1.0.31']
+#: vattn_mm.timm: the backbones as timm models (tested with timm 1.0.31, and 1.0.30 on Python 3.9)
+TIMM = ['timm>=1.0.30']
 
 #: what ``mim search`` / ``mim train`` read from the package's ``.mim`` folder
 MIM_FILES = ('configs', 'tools', 'model-index.yml')
