@@ -8,19 +8,24 @@ files from memory and can misbehave on purpose (never a real host).
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 #: what :class:`FileServer` does for a path (default ``'ok'``)
 MODES = {
-    'ok': 'the file; a Range request gets 206 and the rest',
+    'ok': 'the file with its ETag; a Range request gets 206 and the rest (the whole file with 200 '
+          'when its If-Range names another ETag)',
     'no_range': 'the whole file with 200, whatever Range asks',
     'html': 'an HTML page with Content-Type text/html',
     'html_as_binary': 'an HTML page with Content-Type application/octet-stream',
     'truncate': 'Content-Length of the whole file, half of it, then the connection closes',
     'stall': 'half of the file, then nothing until the server stops',
     'slow': 'the file after a pause of 0.3 s',
+    'no_length': 'the file without Content-Length (the connection closes after it)',
+    'no_length_truncate': 'half of the file without Content-Length, then the connection closes',
+    'no_length_no_range': 'the whole file without Content-Length, whatever Range asks',
 }
 HTML_PAGE = b'<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body>...</body></html>\n'
 
@@ -82,28 +87,40 @@ class FileServer:
                     return
                 if mode == 'slow':
                     server._stopped.wait(0.3)
-                wanted = re.fullmatch(r'bytes=(\d+)-', self.headers.get('Range', ''))
-                start = int(wanted.group(1)) if wanted and mode != 'no_range' else 0
+                etag = f'"{hashlib.sha256(data).hexdigest()[:16]}"'
+                wanted = re.fullmatch(r'bytes=(\d+)-(\d*)', self.headers.get('Range', ''))
+                if mode in ('no_range', 'no_length_no_range') or \
+                        self.headers.get('If-Range', etag) != etag:
+                    wanted = None
+                start = int(wanted.group(1)) if wanted else 0
+                end = int(wanted.group(2)) + 1 if wanted and wanted.group(2) else len(data)
                 if start >= len(data) > 0:
                     self._send(416, b'', {'Content-Range': f'bytes */{len(data)}'})
                     return
-                headers = {'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes'}
-                if start:
-                    headers['Content-Range'] = f'bytes {start}-{len(data) - 1}/{len(data)}'
-                body = data[start:]
+                headers = {'Content-Type': 'application/octet-stream', 'Accept-Ranges': 'bytes',
+                           'ETag': etag}
+                if wanted:
+                    headers['Content-Range'] = f'bytes {start}-{end - 1}/{len(data)}'
+                body, status = data[start:end], 206 if wanted else 200
                 if mode in ('truncate', 'stall'):
-                    self._send(206 if start else 200, body[:len(body) // 2], headers,
-                               length=len(body))
+                    self._send(status, body[:len(body) // 2], headers, length=len(body))
                     if mode == 'stall':
                         server._stopped.wait(10)
                     return
-                self._send(206 if start else 200, body, headers)
+                if mode.startswith('no_length'):
+                    cut = len(body) // 2 if mode == 'no_length_truncate' and not wanted else None
+                    self._send(status, body[:cut], headers, length=False)
+                    return
+                self._send(status, body, headers)
 
             def _send(self, status: int, body: bytes, headers: dict, length=None) -> None:
+                """``length``: the Content-Length to announce (None: the body's;
+                False: none, the body ends when the connection closes)."""
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)
-                self.send_header('Content-Length', str(len(body) if length is None else length))
+                if length is not False:
+                    self.send_header('Content-Length', str(len(body) if length is None else length))
                 self.end_headers()
                 self.wfile.write(body)
                 self.wfile.flush()

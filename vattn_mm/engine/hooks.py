@@ -3,6 +3,7 @@ crash-safe checkpoint writing, checkpoints that load without an allow-list,
 and exact whole-model loading for evaluation."""
 from __future__ import annotations
 
+import os
 import os.path as osp
 from pathlib import Path
 from typing import Mapping, Optional, Union
@@ -15,6 +16,8 @@ from mmengine.registry import HOOKS
 
 from ..backbones.loading import CheckpointMismatchError, LoadReport, extract_state_dict
 from ..utils.atomic_io import atomic_write
+from ..utils.checksum import CHECKPOINT_SUFFIX, write_checksum
+from ..utils.checksum import SUFFIX as CHECKSUM_SUFFIX
 from ..utils.safe_load import URI_SCHEME, plain_message_hub, restore_message_hub
 from .finite import check_finite_weights
 
@@ -24,10 +27,19 @@ ATOMIC_BACKEND = 'atomic_local'
 
 class AtomicLocalBackend(LocalBackend):
     """mmengine's local file backend with atomic ``put`` / ``put_text``
-    (:func:`~vattn_mm.utils.atomic_io.atomic_write`)."""
+    (:func:`~vattn_mm.utils.atomic_io.atomic_write`); a checkpoint (``.pth``)
+    gets its checksum file, which ``remove`` removes with it
+    (:mod:`vattn_mm.utils.checksum`)."""
 
     def put(self, obj: bytes, filepath: Union[str, Path]) -> None:
         atomic_write(filepath, obj)
+        if str(filepath).endswith(CHECKPOINT_SUFFIX):
+            write_checksum(str(filepath), obj)
+
+    def remove(self, filepath: Union[str, Path]) -> None:
+        super().remove(filepath)
+        if osp.isfile(f'{filepath}{CHECKSUM_SUFFIX}'):
+            os.remove(f'{filepath}{CHECKSUM_SUFFIX}')
 
     def put_text(self, obj: str, filepath: Union[str, Path], encoding: str = 'utf-8') -> None:
         atomic_write(filepath, obj.encode(encoding))

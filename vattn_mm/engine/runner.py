@@ -3,6 +3,7 @@
 strategies) with the same hooks, dataset checks and float32 mmcv ops."""
 from __future__ import annotations
 
+import os.path as osp
 from contextlib import nullcontext
 from typing import Dict, List, Optional, Union
 
@@ -10,10 +11,12 @@ from mmengine.hooks import CheckpointHook, Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import RUNNERS
 from mmengine.runner import FlexibleRunner, Runner
-from mmengine.runner.checkpoint import _load_checkpoint_to_model
+from mmengine.runner.checkpoint import _load_checkpoint_to_model, find_latest_checkpoint
 from torch.utils.data import DataLoader
 
 from ..utils.amp import float32_mmcv_ops
+from ..utils.checksum import (CorruptCheckpointError, checksum_problem, newest_good_checkpoint,
+                              verify_checkpoint)
 from ..utils.data_checks import check_not_empty, empty_dataset_error
 from ..utils.safe_load import load_runner_checkpoint
 from .distributed import is_fsdp
@@ -91,7 +94,11 @@ class SafeRunner(_Protections, Runner):
     - builds mmengine's ``CheckpointHook`` as its crash-safe subclass
       :class:`~vattn_mm.engine.CrashSafeCheckpointHook` (same arguments) and
       adds :class:`~vattn_mm.engine.PlainMessageHubHook`, so that the
-      checkpoints it writes are atomic and load without an allow-list;
+      checkpoints it writes are atomic, carry a checksum and load without an
+      allow-list;
+    - checks a checkpoint it reads against its checksum
+      (:mod:`vattn_mm.utils.checksum`); an automatic resume whose latest
+      checkpoint fails resumes from the newest one that verifies;
     - adds :class:`~vattn_mm.engine.RandomStateHook` (exact resume) and
       :class:`~vattn_mm.engine.FiniteLossHook` (stop at a NaN / inf loss)
       when a config's ``custom_hooks`` replaced the list of
@@ -115,10 +122,36 @@ class SafeRunner(_Protections, Runner):
                 "runner_type = 'SafeFlexibleRunner' (configs/_base_/fsdp.py)")
         return super().from_cfg(cfg)
 
+    def _resume_command(self) -> str:
+        """``tools/train.py`` resuming this run from a checkpoint ``{}``."""
+        config = getattr(self.cfg, 'filename', None) or 'CONFIG'
+        return f'python tools/train.py {config} --work-dir {self.work_dir} --resume {{}}'
+
+    def load_or_resume(self) -> None:
+        """mmengine's, except that an automatic resume (``--resume`` without a
+        file) whose latest checkpoint fails its checksum resumes from the
+        newest one that verifies, with a warning."""
+        if not self._has_loaded and self._resume and self._load_from is None:
+            latest = find_latest_checkpoint(self.work_dir)
+            problem = checksum_problem(latest) if latest and osp.isfile(latest) else None
+            if problem:
+                good = newest_good_checkpoint(osp.dirname(latest), other_than=latest)
+                if good is None:
+                    raise CorruptCheckpointError(
+                        f'{problem}. No other checkpoint in {self.work_dir} verifies: '
+                        'train from the start (without --resume)')
+                self.logger.warning(f'{problem}. Resuming from the newest checkpoint that '
+                                    f'verifies instead: {good}')
+                self._load_from = good
+        super().load_or_resume()
+
     def load_checkpoint(self, filename: str, map_location='cpu', strict: bool = False,
                         revise_keys: list = [(r'^module.', '')]) -> dict:  # noqa: B006 (mmengine's)
-        """``Runner.load_checkpoint`` with the file read by
-        :func:`~vattn_mm.utils.load_runner_checkpoint`."""
+        """``Runner.load_checkpoint`` with the file checked against its
+        checksum (:func:`~vattn_mm.utils.checksum.verify_checkpoint`) and
+        read by :func:`~vattn_mm.utils.load_runner_checkpoint`."""
+        if osp.isfile(filename):
+            verify_checkpoint(filename, self._resume_command() if self._resume else None)
         checkpoint = load_runner_checkpoint(filename, map_location)
         self.call_hook('after_load_checkpoint', checkpoint=checkpoint)
         model = self.model.module if is_model_wrapper(self.model) else self.model

@@ -11,24 +11,32 @@ without any network access.  A download
   ``.partial`` with an HTTP ``Range`` request (from the start when the server
   ignores it); only a complete, checked file is fsync'ed and renamed to
   ``<name>``: a killed download never leaves a part under the final name;
-- is checked against the length the server announced and, where one is
-  known, a sha256: a ``#sha256=<hex>`` URL fragment (pip's convention), a
+- continues a part only for the same version of the file (``If-Range``
+  with the ETag or date recorded when it was started; the server sends the
+  whole file when it changed);
+- is checked against the length the server announced (or, where it
+  announced none, the total a second, one-byte request names) and, where one
+  is known, a sha256: a ``#sha256=<hex>`` URL fragment (pip's convention), a
   torch-hub-style file name ``name-<8 or more hex digits>.ext`` (a hash
   prefix, as ``torch.hub`` checks) or the ``sha256`` argument;
 - holds an exclusive lock on ``<name>.lock``, so that the ranks of a job
   download a file once;
 - fails fast, with :class:`CheckpointDownloadError` naming the URL and the
   cause, for an unreachable host, an HTTP error status, a truncated or
-  stalled transfer, a hash mismatch or an HTML page instead of the file.
+  stalled transfer, a hash mismatch, an HTML page instead of the file, a
+  file whose completeness cannot be told (no length, no sha256) or a full
+  disk (nothing is then left under the final name).
 """
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import http.client
 import os
 import os.path as osp
 import re
+import shutil
 import sys
 import time
 import urllib.error
@@ -193,12 +201,16 @@ def _strip_fragment(url: str) -> str:
     return urllib.parse.urlsplit(url)._replace(fragment='').geturl()
 
 
-def _open(url: str, offset: int, timeout: float):
-    """The response to a GET of ``url`` from byte ``offset``."""
+def _open(url: str, offset: int, timeout: float, validator: Optional[str] = None,
+          last: Optional[int] = None):
+    """The response to a GET of ``url`` from byte ``offset`` (to byte ``last``),
+    only if the file is still the one ``validator`` (an ETag or a date) names."""
     request = urllib.request.Request(_strip_fragment(url),
                                      headers={'User-Agent': 'vattn-mm', 'Accept': '*/*'})
-    if offset:
-        request.add_header('Range', f'bytes={offset}-')
+    if offset or last is not None:
+        request.add_header('Range', f'bytes={offset}-{"" if last is None else last}')
+    if validator:
+        request.add_header('If-Range', validator)
     try:
         return urllib.request.urlopen(request, timeout=timeout)
     except urllib.error.HTTPError as err:
@@ -235,11 +247,23 @@ def _html_problem(response, first: bytes) -> Optional[str]:
     return None
 
 
+def _validator(response) -> Optional[str]:
+    """What names this version of the file for ``If-Range``: a strong ETag,
+    else the modification date (None if the server gives neither)."""
+    etag = response.headers.get('ETag')
+    if etag and not etag.startswith('W/'):
+        return etag
+    return response.headers.get('Last-Modified')
+
+
 def _resumed_response(url: str, partial: str, timeout: float):
     """``(response, offset)``: the rest of ``partial`` where the server sends
-    it (206 from its size), else the whole file (offset 0)."""
-    offset = osp.getsize(partial) if osp.isfile(partial) else 0
-    response = _open(url, offset, timeout)
+    it (206 from its size, for the same version of the file: ``If-Range``
+    with the validator recorded when the part was started), else the whole
+    file (offset 0). A part without a recorded validator is not continued."""
+    validator = _read_text(partial + '.validator')
+    offset = osp.getsize(partial) if osp.isfile(partial) and validator else 0
+    response = _open(url, offset, timeout, validator if offset else None)
     if offset and response is not None and response.status == 206 \
             and _announced(response)[0] == offset:
         return response, offset
@@ -250,11 +274,26 @@ def _resumed_response(url: str, partial: str, timeout: float):
     return response, 0  # a 200 answer holds the whole file
 
 
+def _read_text(path: str) -> Optional[str]:
+    try:
+        with open(path) as f:
+            return f.read().strip() or None
+    except FileNotFoundError:
+        return None
+
+
 def _download(url: str, path: str, expected: list[tuple[str, str]], timeout: float) -> None:
     partial = path + '.partial'
     response, offset = _resumed_response(url, partial, timeout)
     with response:
         total = _announced(response)[1]
+        framed = response.headers.get('Transfer-Encoding', '').lower() == 'chunked'
+        if offset == 0:
+            validator = _validator(response)
+            if validator:
+                atomic_write(partial + '.validator', validator.encode())
+            elif osp.exists(partial + '.validator'):
+                os.remove(partial + '.validator')
         first = b''
         while len(first) < 64:  # enough to tell an HTML page
             block = _read(url, response, 4096, offset + len(first), total)
@@ -267,10 +306,29 @@ def _download(url: str, path: str, expected: list[tuple[str, str]], timeout: flo
                 os.remove(partial)
             raise CheckpointDownloadError(f'cannot download {url}: {problem}; nothing was cached')
         hasher = _file_sha256(partial) if offset else hashlib.sha256()
-        with open(partial, 'ab' if offset else 'wb') as out:
-            size = _copy(url, response, first, out, hasher, offset, total)
-            out.flush()
-            os.fsync(out.fileno())
+        try:
+            with open(partial, 'ab' if offset else 'wb') as out:
+                size = _copy(url, response, first, out, hasher, offset, total)
+                out.flush()
+                os.fsync(out.fileno())
+        except OSError as err:
+            if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+                raise
+            folder = osp.dirname(path)
+            need = f'{total} bytes' if total is not None else 'the whole file'
+            raise CheckpointDownloadError(
+                f'no space left in {folder!r} for {url}: {osp.getsize(partial)} bytes written, '
+                f'{need} needed, {shutil.disk_usage(folder).free} bytes free. Free space or set '
+                f'TORCH_HOME to a larger disk (the part is kept in {partial!r} and continued '
+                'next time)') from err
+    if total is None and not expected and not framed:
+        total = _length_of(url, timeout)
+    if total is None and not expected and not framed:
+        os.remove(partial)
+        raise CheckpointDownloadError(
+            f'cannot tell whether the download of {url} is complete: the server gives neither '
+            'its length nor a way to ask for it, and no sha256 is known; add the file\'s sha256 '
+            'as a #sha256=<hex> fragment of the URL (the download was discarded)')
     if total is not None and size != total:
         raise CheckpointDownloadError(
             f'download of {url} truncated: got {size} of {total} bytes (the part is kept in '
@@ -280,7 +338,19 @@ def _download(url: str, path: str, expected: list[tuple[str, str]], timeout: flo
         os.remove(partial)
         raise CheckpointDownloadError(f'{url}: {problem}; the download was discarded')
     os.replace(partial, path)
+    if osp.exists(partial + '.validator'):
+        os.remove(partial + '.validator')
     fsync_dir(osp.dirname(path))
+
+
+def _length_of(url: str, timeout: float) -> Optional[int]:
+    """The file's length from a second request (its first byte: a 206
+    answer names the total), None where the server does not say."""
+    response = _open(url, 0, timeout, last=0)
+    if response is None:
+        return None
+    with response:
+        return _announced(response)[1] if response.status == 206 else None
 
 
 def _read(url: str, response, amount: int, size: int, total: Optional[int]) -> bytes:
