@@ -10,5 +10,6 @@ float32_mmcv_ops = True
 # Exact resume: every rank's Python / NumPy / torch / CUDA generator states go into the
 # checkpoints and come back on resume. A NaN / inf loss stops the run, naming the iteration
 # and the loss terms; no checkpoint with non-finite weights is written. (SafeRunner adds
-# both hooks if a config replaces this list.)
+# both hooks if a config replaces this list, and PreemptionHook: a SIGTERM stops the run
+# after its iteration with a checkpoint of it.)
 custom_hooks = [dict(type='RandomStateHook'), dict(type='FiniteLossHook')]

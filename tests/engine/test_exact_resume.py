@@ -313,16 +313,24 @@ def test_killed_and_resumed_run_ends_bit_identical(case, resumed_runs):
 
 
 @pytest.mark.needs('mmseg')
-def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(demo64, tmp_path):
+@pytest.mark.parametrize('ranks', [1, 2])
+def test_nan_loss_stops_the_run_and_keeps_the_last_good_checkpoint(demo64, tmp_path, ranks):
+    """The NaN comes on the last rank; with two, both stop with one message."""
     config = upernet_config(tmp_path, demo64, workers=0)
     work = tmp_path / 'work'
-    run = start(train_cmd(config, work, '--cfg-options', f'train_cfg.val_interval={MAX_ITERS}'),
-                tmp_path / 'nan.log', VATTN_TEST_FAULT='nan:0:3')
+    cmd = (dist_cmd if ranks > 1 else train_cmd)(
+        config, work, '--cfg-options', f'train_cfg.val_interval={MAX_ITERS}',
+        *(['train_dataloader.batch_size=1'] if ranks > 1 else []))
+    run = start(cmd, tmp_path / 'nan.log', VATTN_TEST_FAULT=f'nan:{ranks - 1}:3')
     log = finish(run, tmp_path / 'nan.log', ok=False)
     assert run.returncode != 0
-    assert re.search(r'NonFiniteLossError: Training stopped at iteration 4 \(of 5\): loss terms '
-                     r'not finite: decode\.loss_ce=nan, loss=nan\. The latest checkpoint is still '
-                     rf'{re.escape(str(work))}/iter_2\.pth', log), log[-3000:]
+    where = ' on rank 1 of 2' if ranks > 1 else ''
+    message = re.compile(
+        r'NonFiniteLossError: Training stopped at iteration 4 \(of 5\): loss terms '
+        rf'not finite{where}: decode\.loss_ce=nan, loss=nan\. The latest checkpoint is still '
+        rf'{re.escape(str(work))}/iter_2\.pth')
+    found = message.findall(log)   # each rank's, and torchrun's summary repeats them: all the same
+    assert len(found) >= ranks and len(found) == log.count('NonFiniteLossError: Training'), log[-5000:]
     assert (work / 'last_checkpoint').read_text().endswith('iter_2.pth')
     assert sorted(p.name for p in work.glob('*.pth')) == ['iter_2.pth']
     assert all(torch.isfinite(t).all() for t in weights(work / 'iter_2.pth').values())
@@ -347,6 +355,19 @@ def test_random_state_round_trip_loads_weights_only(tmp_path):
     again = (torch.rand(3), __import__('numpy').random.rand(3).tolist(),
              __import__('random').random())
     assert torch.equal(expected[0], again[0]) and expected[1:] == again[1:]
+
+
+def test_resume_on_another_number_of_processes_names_what_is_not_exact():
+    hook = RandomStateHook()
+    loop = SimpleNamespace(dataloader=SimpleNamespace(batch_size=2))
+    runner = StubRunner(_resume=True, train_loop=loop)
+    saved = dict(world_size=2, iter=4, ranks=[capture_random_state()] * 2)
+    hook.after_load_checkpoint(runner, {'meta': {'iter': 4}, 'random_state': saved})
+    warning, = runner.warnings
+    assert 'written by 2 processes, this run has 1' in warning
+    assert 'optimizer and scheduler states and the iteration count continue exactly' in warning
+    assert 'global batch is 2 samples, not the 4 it was' in warning
+    assert hook._pending is None
 
 
 def test_old_checkpoint_resumes_with_a_warning():

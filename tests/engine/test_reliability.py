@@ -247,24 +247,46 @@ def test_rank_ends_cleanly_while_a_collective_thread_still_needs_the_gil(tmp_pat
         assert (tmp_path / f'atexit_rank{rank}').read_text() == 'handlers ran'
 
 
+def slurm_train(folder: Path, *extra: str, **env: str) -> tuple:
+    """tools/slurm_train.sh with stand-ins for srun (records its arguments,
+    exits with $SRUN_EXIT) and scontrol (records its arguments), in
+    ``folder``: (exit status, srun's arguments, scontrol's arguments)."""
+    bin_dir = folder / 'bin'
+    bin_dir.mkdir(parents=True)
+    for tool in ('srun', 'scontrol'):
+        record = f'for a in "$@"; do echo "$a"; done > {folder}/{tool}.log'
+        exit_status = '\nexit "${SRUN_EXIT:-0}"' if tool == 'srun' else ''
+        (bin_dir / tool).write_text(f'#!/bin/sh\n{record}{exit_status}\n')
+        (bin_dir / tool).chmod(0o755)
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith('SLURM_')},
+           'PATH': f'{bin_dir}{os.pathsep}{os.environ["PATH"]}', **env}
+    status = subprocess.run(['bash', 'tools/slurm_train.sh', 'gpu', 'pvt', 'configs/x.py',
+                             'work dir', *extra], cwd=ROOT, env=env).returncode
+    logs = {tool: folder / f'{tool}.log' for tool in ('srun', 'scontrol')}
+    return status, *(p.read_text().splitlines() if p.exists() else [] for p in logs.values())
+
+
 def test_slurm_train_command(tmp_path):
-    """tools/slurm_train.sh hands srun one task per GPU over the nodes and the
-    user's extra arguments (a stand-in srun records its arguments)."""
-    fake = tmp_path / 'bin' / 'srun'
-    fake.parent.mkdir()
-    fake.write_text('#!/bin/sh\nfor a in "$@"; do echo "$a"; done > "$SRUN_LOG"\n')
-    fake.chmod(0o755)
-    env = dict(os.environ, PATH=f'{fake.parent}{os.pathsep}{os.environ["PATH"]}',
-               SRUN_LOG=str(tmp_path / 'srun.log'), GPUS='16',
-               SRUN_ARGS='--qos=high --time=2:00:00')
-    subprocess.run(['bash', 'tools/slurm_train.sh', 'gpu', 'pvt', 'configs/x.py', 'work dir',
-                    '--resume', '--cfg-options', 'a=1'], cwd=ROOT, env=env, check=True)
-    args = (tmp_path / 'srun.log').read_text().splitlines()
-    assert args[:2] == ['-p', 'gpu'] and '--job-name=pvt' in args
+    """tools/slurm_train.sh hands srun one task per GPU over the nodes, asks
+    for SIGTERM two minutes before the time limit and passes the user's extra
+    arguments."""
+    status, args, _ = slurm_train(tmp_path, '--resume', '--cfg-options', 'a=1', GPUS='16',
+                                  SRUN_ARGS='--qos=high --time=2:00:00')
+    assert status == 0 and args[:2] == ['-p', 'gpu'] and '--job-name=pvt' in args
     assert {'--gres=gpu:8', '--ntasks=16', '--ntasks-per-node=8', '--cpus-per-task=5',
-            '--kill-on-bad-exit=1', '--qos=high', '--time=2:00:00'} <= set(args)
+            '--kill-on-bad-exit=1', '--signal=TERM@120', '--qos=high',
+            '--time=2:00:00'} <= set(args)
     assert args[-8:] == [str(ROOT / 'tools/train.py'), 'configs/x.py', '--work-dir=work dir',
                          '--launcher', 'slurm', '--resume', '--cfg-options', 'a=1']
+
+
+def test_slurm_train_requeues_a_preempted_batch_job_which_then_resumes(tmp_path):
+    status, _, requeue = slurm_train(tmp_path / 'preempted', SRUN_EXIT='143', SLURM_JOB_ID='42')
+    assert status == 143 and requeue == ['requeue', '42']
+    status, args, _ = slurm_train(tmp_path / 'requeued', SLURM_JOB_ID='42', SLURM_RESTART_COUNT='1')
+    assert status == 0 and args[-1] == '--resume'
+    status, _, requeue = slurm_train(tmp_path / 'failed', SRUN_EXIT='1', SLURM_JOB_ID='42')
+    assert status == 1 and requeue == []
 
 
 def test_atomic_write_keeps_old_content_on_failure(tmp_path, monkeypatch):

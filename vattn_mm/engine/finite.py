@@ -6,7 +6,7 @@ import math
 from typing import Iterable, List, Mapping, Optional, Tuple
 
 import torch
-from mmengine.dist import all_reduce, get_world_size
+from mmengine.dist import all_gather_object, all_reduce, get_world_size
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
@@ -59,6 +59,13 @@ def check_finite_weights(model: torch.nn.Module, what: str) -> None:
     check_finite_state_dict(model.state_dict(), what)
 
 
+def model_device(runner) -> torch.device:
+    """Where the run's model is (the device of a collective's tensor)."""
+    model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+    param = next(model.parameters(), None)
+    return param.device if param is not None else torch.device('cpu')
+
+
 def _dynamic_loss_scaler(optim_wrapper) -> Optional[object]:
     """The ``GradScaler`` of an ``AmpOptimWrapper(loss_scale='dynamic')``
     (mmengine keeps ``_scale_update_param`` for a fixed scale), else None."""
@@ -80,7 +87,8 @@ class FiniteLossHook(Hook):
 
     It runs before the logger and checkpoint hooks, so no checkpoint of that
     iteration is written and the last good one stays the latest; in a
-    distributed run every rank stops (the verdict is all-reduced).  With a
+    distributed run every rank stops with the same message, naming the ranks
+    whose loss was not finite (the verdict is all-reduced).  With a
     dynamic loss scale (``AmpOptimWrapper(loss_scale='dynamic')``) an
     overflow makes the ``GradScaler`` skip the step and lower the scale: that
     is expected, not fatal; the skipped steps are counted and logged as
@@ -110,16 +118,20 @@ class FiniteLossHook(Hook):
                     + (f' (loss terms {_describe(bad)})' if bad else ''))
                 bad = []
             runner.message_hub.update_scalar('train/skipped_steps', self.skipped_steps)
+        where = ''
         if get_world_size() > 1:
-            flag = torch.tensor([float(bool(bad))], device=self._device(runner))
+            flag = torch.tensor([float(bool(bad))], device=model_device(runner))
             all_reduce(flag)
-            if flag.item() and not bad:
-                bad = [('loss on another rank', float('nan'))]
+            if flag.item():   # every rank learns which ranks and terms, for one message
+                found = all_gather_object(bad)
+                ranks = [rank for rank, terms in enumerate(found) if terms]
+                where = f' on rank {", ".join(map(str, ranks))} of {len(found)}'
+                bad = [term for rank in ranks for term in found[rank]]
         if bad:
             last = runner.message_hub.get_info('last_ckpt')
             raise NonFiniteLossError(
                 f'Training stopped at iteration {runner.iter + 1} (of {runner.max_iters}): '
-                f'loss terms not finite: {_describe(bad)}. '
+                f'loss terms not finite{where}: {_describe(bad)}. '
                 + (f'The latest checkpoint is still {last}.' if last else
                    'No checkpoint was written before.')
                 + ' Lower the learning rate, clip gradients (optim_wrapper.clip_grad) or '
@@ -129,9 +141,3 @@ class FiniteLossHook(Hook):
         check_finite_state_dict(
             checkpoint.get('state_dict', {}),
             f'Checkpoint of iteration {checkpoint.get("meta", {}).get("iter")}')
-
-    @staticmethod
-    def _device(runner) -> torch.device:
-        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        param = next(model.parameters(), None)
-        return param.device if param is not None else torch.device('cpu')

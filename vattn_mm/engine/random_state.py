@@ -169,10 +169,17 @@ class RandomStateHook(Hook):
                 'its sample order and data-worker seeds differ, the resumed run is not exact.')
         world_size = get_world_size()
         if saved['world_size'] != world_size:
+            loader = getattr(getattr(runner, 'train_loop', None), 'dataloader', None)
+            per_process = getattr(loader, 'batch_size', None)
+            batch = (f'; the global batch is {per_process * world_size} samples, not the '
+                     f'{per_process * saved["world_size"]} it was (scale the learning rate, e.g. '
+                     'auto_scale_lr, or the per-process batch)') if per_process else ''
             runner.logger.warning(
-                f'The checkpoint holds the random-number state of {saved["world_size"]} '
-                f'processes, this run has {world_size}: the generators are not restored '
-                'and the resumed run is not exact.')
+                f'The checkpoint was written by {saved["world_size"]} processes, this run has '
+                f'{world_size}: the weights, the optimizer and scheduler states and the iteration '
+                'count continue exactly; the per-process random-number generators cannot be '
+                'mapped onto another number of processes and are not restored, so the data '
+                f'order, augmentations and drop path differ from an uninterrupted run{batch}.')
             return
         meta_iter = checkpoint.get('meta', {}).get('iter')
         if meta_iter is not None and meta_iter != saved['iter']:

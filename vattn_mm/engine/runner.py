@@ -22,6 +22,7 @@ from ..utils.safe_load import load_runner_checkpoint
 from .distributed import is_fsdp
 from .finite import FiniteLossHook
 from .hooks import CrashSafeCheckpointHook, PlainMessageHubHook
+from .preemption import PreemptionHook
 from .random_state import RandomStateHook
 from .transforms import name_image_errors
 
@@ -44,7 +45,7 @@ class _Protections:
         if checkpoint is not None and _hook_type(checkpoint) in ('CheckpointHook', CheckpointHook):
             default_hooks['checkpoint'] = dict(checkpoint, type=CrashSafeCheckpointHook)
         custom_hooks = list(custom_hooks or [])
-        for hook in (PlainMessageHubHook, RandomStateHook, FiniteLossHook):
+        for hook in (PlainMessageHubHook, RandomStateHook, FiniteLossHook, PreemptionHook):
             if not any(_hook_type(h) in (hook.__name__, hook) for h in custom_hooks):
                 custom_hooks.append(dict(type=hook))
         super().register_hooks(default_hooks, custom_hooks)
@@ -99,10 +100,11 @@ class SafeRunner(_Protections, Runner):
     - checks a checkpoint it reads against its checksum
       (:mod:`vattn_mm.utils.checksum`); an automatic resume whose latest
       checkpoint fails resumes from the newest one that verifies;
-    - adds :class:`~vattn_mm.engine.RandomStateHook` (exact resume) and
-      :class:`~vattn_mm.engine.FiniteLossHook` (stop at a NaN / inf loss)
-      when a config's ``custom_hooks`` replaced the list of
-      ``vattn_runtime.py`` that names them;
+    - adds :class:`~vattn_mm.engine.RandomStateHook` (exact resume),
+      :class:`~vattn_mm.engine.FiniteLossHook` (stop at a NaN / inf loss) and
+      :class:`~vattn_mm.engine.PreemptionHook` (a SIGTERM stops the run after
+      the iteration with a checkpoint of it) when a config's ``custom_hooks``
+      does not name them;
     - raises :class:`~vattn_mm.utils.EmptyDatasetError` for a dataset that
       ends up empty and wraps image loaders in
       :class:`~vattn_mm.engine.NameImageErrors`;
