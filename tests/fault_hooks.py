@@ -4,7 +4,9 @@
 ``VATTN_TEST_FAULT=ACTION:RANK:ITER`` makes rank RANK, just before training
 iteration ITER (0-based), ``raise`` an exception, ``kill`` itself with SIGKILL
 ``hang`` (sleep; it writes ``<work_dir>/fault_hang_rank<RANK>`` first so a
-test knows it got there) or make the first loss term of that iteration ``nan``.
+test knows it got there), make the first loss term of that iteration ``nan``,
+or SIGKILL itself during the next checkpoint save (``killsave-POINT``: see
+:func:`kill_during_next_save`).
 """
 import os
 import signal
@@ -37,11 +39,40 @@ class FaultInjectionHook(Hook):
         if action == 'nan':
             return poison_next_loss(runner.model.module if is_model_wrapper(runner.model)
                                     else runner.model)
+        if action.startswith('killsave-'):
+            return kill_during_next_save(action[len('killsave-'):])
         if action == 'hang':
             Path(runner.work_dir, f'fault_hang_rank{rank}').touch()
             die_with_launcher()
             time.sleep(3600)
         raise ValueError(f'{ENV}: unknown action {action!r}')
+
+
+def kill_during_next_save(point: str) -> None:
+    """SIGKILL this process in the next checkpoint save, at ``point``:
+    ``written`` (the temporary file written, not renamed yet), ``replaced``
+    (renamed over the final name; its checksum and ``last_checkpoint`` not
+    written yet) or ``rotating`` (all written; the oldest kept checkpoint not
+    removed yet)."""
+    from vattn_mm.engine.hooks import AtomicLocalBackend
+
+    def die(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    if point == 'rotating':
+        AtomicLocalBackend.remove = die
+        return
+    if point not in ('written', 'replaced'):
+        raise ValueError(f'{ENV}: unknown save point {point!r}')
+    real = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        if str(dst).endswith('.pth') and point == 'written':
+            die()
+        real(src, dst, *args, **kwargs)
+        if str(dst).endswith('.pth'):
+            die()
+    os.replace = replace
 
 
 def die_with_launcher() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import os.path as osp
+import re
 from pathlib import Path
 from typing import Mapping, Optional, Union
 
@@ -15,7 +16,7 @@ from mmengine.model import is_model_wrapper
 from mmengine.registry import HOOKS
 
 from ..backbones.loading import CheckpointMismatchError, LoadReport, extract_state_dict
-from ..utils.atomic_io import atomic_write
+from ..utils.atomic_io import TMP_PREFIX, atomic_write
 from ..utils.checksum import CHECKPOINT_SUFFIX, write_checksum
 from ..utils.checksum import SUFFIX as CHECKSUM_SUFFIX
 from ..utils.safe_load import URI_SCHEME, plain_message_hub, restore_message_hub
@@ -56,6 +57,8 @@ class CrashSafeCheckpointHook(CheckpointHook):
     Local checkpoints are written through the ``'atomic_local'`` file backend
     (unless ``backend_args`` names another), ``last_checkpoint`` is replaced
     atomically, and the oldest kept checkpoint is removed only after both.
+    Before training it removes what a process killed inside a save left: its
+    temporary files and, on resume, checkpoints older than those it keeps.
     Weights holding NaN or infinite values are refused
     (:class:`~vattn_mm.engine.NonFiniteWeightsError`) before anything changes.
     """
@@ -65,6 +68,32 @@ class CrashSafeCheckpointHook(CheckpointHook):
         local = self.out_dir is None or not URI_SCHEME.match(str(self.out_dir))
         if self.backend_args is None and self.file_client_args is None and local:
             self.backend_args = dict(backend=ATOMIC_BACKEND)
+
+    def before_train(self, runner) -> None:
+        super().before_train(runner)
+        if is_main_process() and isinstance(self.file_backend, AtomicLocalBackend):
+            self._remove_leftovers(runner)
+
+    def _remove_leftovers(self, runner) -> None:
+        """What a process killed while saving left: temporary files of
+        :func:`~vattn_mm.utils.atomic_io.atomic_write`, and on resume,
+        checkpoints of this run older than those it keeps (killed before it
+        removed them)."""
+        if not osp.isdir(self.out_dir):
+            return
+        pattern = re.compile(re.escape(self.filename_tmpl).replace(r'\{\}', r'(\d+)') + '$')
+        oldest_kept = min(self.keep_ckpt_ids) if self.max_keep_ckpts > 0 and \
+            getattr(self, 'keep_ckpt_ids', None) else None
+        for name in os.listdir(self.out_dir):
+            path = osp.join(self.out_dir, name)
+            found = pattern.match(name)
+            if name.startswith(TMP_PREFIX) and ('.pth' in name or 'last_checkpoint' in name):
+                os.remove(path)
+                runner.logger.info(f'Removed {path}, left by a save that did not finish')
+            elif found and oldest_kept is not None and int(found.group(1)) < oldest_kept:
+                self.file_backend.remove(path)
+                runner.logger.info(f'Removed {path}: max_keep_ckpts={self.max_keep_ckpts} keeps '
+                                   f'{list(self.keep_ckpt_ids)} (a save was stopped before it)')
 
     def _save_checkpoint_with_step(self, runner, step, meta) -> None:
         ckpt_filename = self.filename_tmpl.format(step)
