@@ -15,6 +15,7 @@ that a failed run leaves the output folder as it was.
 """
 from __future__ import annotations
 
+import errno
 import os
 import os.path as osp
 import shutil
@@ -65,9 +66,13 @@ def atomic_write(path: Union[str, Path], data: bytes) -> None:
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give a plain file's mode
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as err:
         if osp.exists(tmp):
             os.remove(tmp)
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise OSError(err.errno, f'no space left in {directory} to write {path} '
+                          f'({len(data)} bytes needed, {shutil.disk_usage(directory).free} free); '
+                          'what was there under that name is unchanged') from err
         raise
     fsync_dir(directory)
 
