@@ -1,14 +1,16 @@
 """Data-pipeline wrappers a config names (or :class:`~vattn_mm.engine.SafeRunner` applies)."""
 from __future__ import annotations
 
+import logging
 import math
 from typing import Callable, Optional, Union
 
 import mmcv
 from mmcv.transforms import BaseTransform, LoadImageFromFile, Resize
+from mmengine.logging import print_log
 from mmengine.registry import TRANSFORMS
 
-from ..utils.data_checks import leaf_datasets, load_naming_file
+from ..utils.data_checks import ImageLoadError, leaf_datasets, load_naming_file
 
 
 @TRANSFORMS.register_module()
@@ -17,19 +19,51 @@ class NameImageErrors(BaseTransform):
     decoded raises :class:`~vattn_mm.utils.ImageLoadError` naming the file
     instead of a bare OpenCV / PIL error.
 
+    With ``skip_unreadable=True`` such a sample is skipped instead (the
+    dataset then draws another one, as mmengine's datasets do for a pipeline
+    that returns None), each skip logged with the count so far; more than
+    ``max_skipped_share`` of the images loaded (counted from the first
+    ``1 / max_skipped_share`` loads on, one skip allowed before) raises
+    :class:`~vattn_mm.utils.ImageLoadError`. Counts are per process (each
+    data worker counts its own loads).
+
     Args:
         transform: the loading transform or its config, e.g.
             ``dict(type='LoadImageFromFile')``.
+        skip_unreadable: skip undecodable images instead of stopping.
+        max_skipped_share: the share of skipped images that stops the run.
     """
 
-    def __init__(self, transform: Union[dict, Callable]):
+    def __init__(self, transform: Union[dict, Callable], skip_unreadable: bool = False,
+                 max_skipped_share: float = 0.001):
+        if not 0 < max_skipped_share < 1:
+            raise ValueError(f'NameImageErrors: max_skipped_share must be in (0, 1), '
+                             f'got {max_skipped_share!r}')
         self.loader = TRANSFORMS.build(transform) if isinstance(transform, dict) else transform
+        self.skip_unreadable, self.max_skipped_share = skip_unreadable, max_skipped_share
+        self.loads = self.skipped = 0
 
     def transform(self, results: dict) -> Optional[dict]:
-        return load_naming_file(self.loader, results)
+        self.loads += 1
+        try:
+            return load_naming_file(self.loader, results)
+        except ImageLoadError as err:
+            if not self.skip_unreadable:
+                raise
+            self.skipped += 1
+            allowed = self.max_skipped_share * max(self.loads, 1 / self.max_skipped_share)
+            if self.skipped > allowed:
+                raise ImageLoadError(
+                    f'{self.skipped} of {self.loads} images loaded were unreadable, more than '
+                    f'max_skipped_share={self.max_skipped_share}; the last: {err}') from err
+            print_log(f'Skipped an unreadable image ({self.skipped} of {self.loads} loaded in '
+                      f'this process): {err}', logger='current', level=logging.WARNING)
+            return None
 
     def __repr__(self) -> str:
-        return f'{type(self).__name__}({self.loader!r})'
+        skip = f', skip_unreadable=True, max_skipped_share={self.max_skipped_share}' \
+            if self.skip_unreadable else ''
+        return f'{type(self).__name__}({self.loader!r}{skip})'
 
 
 @TRANSFORMS.register_module()
