@@ -309,6 +309,7 @@ class StubRunner:
     def __init__(self, work_dir: Path, fail: str = ''):
         from mmengine.logging import MessageHub, MMLogger
         self.work_dir, self.fail = str(work_dir), fail
+        self.iter = self.epoch = 0
         self.logger = MMLogger.get_instance('stub_runner')
         self.message_hub = MessageHub.get_instance(f'stub_hub_{work_dir}')
 
@@ -332,6 +333,28 @@ def test_failed_save_keeps_last_good_checkpoint(tmp_path):
     assert (tmp_path / 'iter_2.pth').read_bytes() == b'iter_2.pth'
     assert (tmp_path / 'last_checkpoint').read_text() == str(tmp_path / 'iter_2.pth')
     assert isinstance(hook.keep_ckpt_ids, deque)
+
+
+def test_failed_save_of_a_new_best_keeps_the_previous_best(tmp_path):
+    """mmengine removes the previous best checkpoint before writing the new
+    one; ours removes it after."""
+    hook = CrashSafeCheckpointHook(interval=1, by_epoch=False, save_best='mIoU', rule='greater')
+    runner = StubRunner(tmp_path, fail='best_mIoU_iter_3.pth')
+    hook.before_train(runner)
+    runner.iter = 2
+    hook._save_best_checkpoint(runner, {'mIoU': 0.5})
+    assert (tmp_path / 'best_mIoU_iter_2.pth').is_file()
+    runner.iter = 3
+    with pytest.raises(OSError, match='No space left'):
+        hook._save_best_checkpoint(runner, {'mIoU': 0.6})
+    assert (tmp_path / 'best_mIoU_iter_2.pth').read_bytes() == b'best_mIoU_iter_2.pth'
+    hook = CrashSafeCheckpointHook(interval=1, by_epoch=False, save_best='mIoU', rule='greater')
+    runner = StubRunner(tmp_path)   # the run resumed from its last checkpoint
+    hook.before_train(runner)
+    hook.best_ckpt_path = str(tmp_path / 'best_mIoU_iter_2.pth')
+    runner.iter = 4
+    hook._save_best_checkpoint(runner, {'mIoU': 0.7})
+    assert sorted(p.name for p in tmp_path.glob('best_*')) == ['best_mIoU_iter_4.pth']
 
 
 class CustomMeta:

@@ -59,6 +59,8 @@ class CrashSafeCheckpointHook(CheckpointHook):
     atomically, and the oldest kept checkpoint is removed only after both.
     Before training it removes what a process killed inside a save left: its
     temporary files and, on resume, checkpoints older than those it keeps.
+    With ``save_best``, the previous best checkpoint is removed only after the
+    new one is written.
     Weights holding NaN or infinite values are refused
     (:class:`~vattn_mm.engine.NonFiniteWeightsError`) before anything changes.
     """
@@ -115,6 +117,20 @@ class CrashSafeCheckpointHook(CheckpointHook):
                 self.file_backend.remove(stale)
             elif self.file_backend.isdir(stale):  # deepspeed checkpoints are folders
                 self.file_backend.rmtree(stale)
+
+    def _save_best_checkpoint(self, runner, metrics) -> None:
+        """mmengine's, except that the previous best checkpoint is removed
+        only after the new one is written (mmengine removes it first, so a
+        failed save, e.g. on a full disk, would leave no best checkpoint)."""
+        backend, removals = self.file_backend, []
+        backend.remove = removals.append
+        try:
+            super()._save_best_checkpoint(runner, metrics)
+        finally:
+            del backend.remove   # the class's method again
+        for path in removals:
+            if backend.isfile(path):
+                backend.remove(path)
 
     def _rotate(self, runner, step: int) -> Optional[str]:
         """mmengine's ``max_keep_ckpts`` bookkeeping; returns the checkpoint
