@@ -14,7 +14,7 @@ dtype; their chunked forms are the fast path ``quadtree_chunks``), so no
 """
 from __future__ import annotations
 
-import logging
+import warnings
 from typing import Optional, Sequence
 
 import torch
@@ -26,7 +26,6 @@ from ..ops import DepthwiseConv2d
 from ..ops.quadtree import gathered_aggregate, gathered_scores, top_keys
 from ..ops.quadtree import top_k
 from ..utils.compat import is_compiling
-from ..utils.log import log
 from .attention import attention_width
 from .bricks import build_activation
 from .builder import register_mixer
@@ -63,7 +62,7 @@ def child_index(parents: torch.Tensor, child: torch.Tensor, parent_width: int) -
 # ----------------------------------------------------------- the attention
 def _clamp_topk(k: int, available: int, level: int) -> int:
     """Clamp a top-k to the candidates available, logging that once (in eager
-    runs: a logger cannot be traced, so under ``torch.compile`` the
+    runs: a warning cannot be traced, so under ``torch.compile`` the
     clamp is silent rather than a graph break)."""
     global _TOPK_CLAMP_LOGGED
     if isinstance(available, torch.Tensor):   # traced size (export): clamp in the graph
@@ -72,9 +71,9 @@ def _clamp_topk(k: int, available: int, level: int) -> int:
         return k
     if not _TOPK_CLAMP_LOGGED and not is_compiling():
         _TOPK_CLAMP_LOGGED = True
-        log(f'QuadtreeAttention: top-k {k} at pyramid level {level} (0 = coarsest) '
-            f'exceeds the {available} candidate keys there (small input); using '
-            f'top-{available}. Logged once; later clamps are silent.', logging.WARNING)
+        warnings.warn(f'QuadtreeAttention: top-k {k} at pyramid level {level} (0 = coarsest) '
+                      f'exceeds the {available} candidate keys there (small input); using '
+                      f'top-{available}. Said once; later clamps are silent.', stacklevel=2)
     return available
 
 
