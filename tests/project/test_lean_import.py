@@ -115,8 +115,10 @@ def test_backbones_train_without_mmdet_mmseg_mmpretrain_and_mmcv_ops():
 
 @pytest.mark.needs('mmseg')
 def test_ea_head_builds_through_its_registered_name():
-    head = MODELS.build(dict(type='EAHead', in_channels=8, channels=8, ea_channels=8,
-                             num_classes=2))
+    from mmengine.registry import DefaultScope
+    with DefaultScope.overwrite_default_scope('mmseg'):   # its losses are mmseg's, whatever ran before
+        head = MODELS.build(dict(type='EAHead', in_channels=8, channels=8, ea_channels=8,
+                                 num_classes=2))
     from vattn_mm.heads import EAHead
     assert type(head) is EAHead
 
