@@ -3,6 +3,7 @@ import importlib
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -65,6 +66,26 @@ def _shared(tmp_path_factory, name: str, make) -> Path:
             make(directory)
             done.write_text(json.dumps(str(directory)))
     return directory
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """``tmpfs(size) -> folder``: a tmpfs of ``size`` (``'256k'``, ``'512m'``) this
+    test mounts (unmounted after it); skips where mounting is not permitted."""
+    mounted = []
+
+    def mount(size: str) -> Path:
+        folder = tmp_path / f'tmpfs{len(mounted)}'
+        folder.mkdir()
+        done = subprocess.run(['mount', '-t', 'tmpfs', '-o', f'size={size}', 'tmpfs', str(folder)],
+                              capture_output=True, text=True)
+        if done.returncode:
+            pytest.skip(f'mounting a tmpfs is not permitted here: {done.stderr.strip()}')
+        mounted.append(folder)
+        return folder
+    yield mount
+    for folder in mounted:
+        subprocess.run(['umount', '-l', str(folder)], check=True)
 
 
 @pytest.fixture(scope='session')

@@ -17,31 +17,20 @@ from .test_reliability import demo64, finish, start, tiny_seg_config, train_cmd 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def tmpfs(tmp_path):
-    folder = tmp_path / 'disk'
-    folder.mkdir()
-    mount = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=512m', 'tmpfs', str(folder)],
-                           capture_output=True, text=True)
-    if mount.returncode:
-        pytest.skip(f'mounting a tmpfs is not permitted here: {mount.stderr.strip()}')
-    yield folder
-    subprocess.run(['umount', '-l', str(folder)], check=True)
-
-
 def test_a_full_disk_at_a_checkpoint_keeps_the_previous_one(demo64, tmpfs, tmp_path):  # noqa: F811
+    disk = tmpfs('512m')
     config = tiny_seg_config(tmp_path, demo64, flip_prob=0.0)
-    work, log = tmpfs / 'work', tmp_path / 'train.log'
+    work, log = disk / 'work', tmp_path / 'train.log'
     run = start(train_cmd(config, work, '--cfg-options', 'train_cfg.max_iters=6'), log)
     first = work / 'iter_2.pth'
     deadline = time.monotonic() + 300
     while not (work / 'last_checkpoint').exists():   # written after iter_2.pth and its checksum
         assert run.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
         time.sleep(0.02)
-    used = int(subprocess.run(['df', '--output=used', '-k', str(tmpfs)], capture_output=True,
+    used = int(subprocess.run(['df', '--output=used', '-k', str(disk)], capture_output=True,
                               text=True, check=True).stdout.split()[-1])
     room = used + first.stat().st_size // 2048   # half a checkpoint more, in KiB
-    subprocess.run(['mount', '-o', f'remount,size={room}k', str(tmpfs)], check=True)
+    subprocess.run(['mount', '-o', f'remount,size={room}k', str(disk)], check=True)
     text = finish(run, log, ok=False)
     assert run.returncode != 0
     assert f'no space left in {work} to write {work}/iter_4.pth (' in text, text[-3000:]
