@@ -5,6 +5,7 @@
 #                    with mmcv-lite (.dev_scripts/compat_test.sh; each makes its environment once)
 # make test-stress   - the process- and timeout-bound test modules 10 times each beside a CPU hog
 #                      (.dev_scripts/stress_test.sh; needs stress-ng)
+# make test-soak     - 2,000 training iterations with memory and open files sampled (~20 min)
 # make gpu-kit       - .gpu_kit/: the wheels and node command the lent GPU node needs (.dev_scripts/gpu_kit/)
 # make gpu-rehearsal - the node command on this CPU in an imitation of the node (Python 3.12, torch 2.11)
 PY := .venv/bin/python
@@ -15,7 +16,7 @@ PYTEST := VATTN_FULL_STACK=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_TH
 	$(PY) -m pytest tests projects -q -p no:cacheprovider -n 2 --dist loadgroup
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-quick test-compat test-stress gpu-kit gpu-rehearsal
+.PHONY: install demo test test-quick test-compat test-stress test-soak gpu-kit gpu-rehearsal
 install:
 	bash tools/install.sh
 demo: install
@@ -29,6 +30,9 @@ test-compat:
 	bash .dev_scripts/compat_test.sh newest
 test-stress: install
 	bash .dev_scripts/stress_test.sh 10
+test-soak: install
+	VATTN_SOAK=1 VATTN_FULL_STACK=1 OMP_NUM_THREADS=1 $(PY) -m pytest tests/engine/test_soak.py -q -s \
+		-p no:cacheprovider $(PYTEST_ARGS)
 gpu-kit: install
 	bash .dev_scripts/gpu_kit/make_kit.sh
 gpu-rehearsal: gpu-kit
