@@ -2,7 +2,7 @@
 ``SafeRunner`` (``SafeFlexibleRunner`` for mmengine's strategies, with the FSDP
 auto-wrap policy ``token_block_wrap_policy``), the hooks ``CrashSafeCheckpointHook``,
 ``PlainMessageHubHook``, ``RandomStateHook``, ``FiniteLossHook``, ``PreemptionHook`` and
-``ExactCheckpointHook``, the
+``ExactCheckpointHook``, the loop ``ResumableEpochBasedTrainLoop``, the
 transform ``NameImageErrors`` and the file backend ``'atomic_local'`` (see
 docs/reliability.md), ``CompileModulesHook`` (``torch.compile`` of the backbone,
 docs/training.md) and the optimizer-wrapper constructor
@@ -14,6 +14,7 @@ from .finite import (FiniteLossHook, NonFiniteLossError, NonFiniteWeightsError,
 from .fsdp import token_block_wrap_policy
 from .hooks import (ATOMIC_BACKEND, CrashSafeCheckpointHook, ExactCheckpointHook,
                     PlainMessageHubHook, check_checkpoint_fits)
+from .loops import ResumableEpochBasedTrainLoop
 from .optim import NormDecayOptimWrapperConstructor
 from .preemption import PREEMPTED_EXIT_CODE, PreemptionHook
 from .random_state import RandomStateHook, capture_random_state, restore_random_state
@@ -24,7 +25,7 @@ __all__ = ['ATOMIC_BACKEND', 'CompileModulesHook',
            'CrashSafeCheckpointHook', 'ExactCheckpointHook', 'FiniteLossHook',
            'AlignResize', 'NameImageErrors', 'NonFiniteLossError', 'NonFiniteWeightsError',
            'NormDecayOptimWrapperConstructor', 'PREEMPTED_EXIT_CODE', 'PlainMessageHubHook',
-           'PreemptionHook', 'RandomStateHook',
+           'PreemptionHook', 'RandomStateHook', 'ResumableEpochBasedTrainLoop',
            'SafeFlexibleRunner', 'SafeRunner', 'capture_random_state', 'check_checkpoint_fits',
            'check_finite_weights',
            'name_image_errors', 'restore_random_state', 'token_block_wrap_policy']

@@ -13,10 +13,11 @@ distributed run agree on the stop at every iteration (one rank's signal stops
 all of them after the same iteration).  Signals that come while it finishes
 and saves, SIGINT included, are held off until the checkpoint is written.
 
-An iteration-based run (``IterBasedTrainLoop``) resumed from such a
-checkpoint ends exactly as one never stopped; an epoch-based run resumes at the
-start of the interrupted epoch (mmengine's ``EpochBasedTrainLoop`` replays a
-whole epoch), so its first iterations are trained twice.
+Resumed from such a checkpoint, a run ends exactly as one never stopped:
+an iteration-based one (``IterBasedTrainLoop``) and an epoch-based one
+stopped inside an epoch (``SafeRunner``'s
+:class:`~vattn_mm.engine.loops.ResumableEpochBasedTrainLoop` continues the
+epoch after the batches it trained).
 """
 from __future__ import annotations
 

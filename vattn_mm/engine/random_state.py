@@ -21,6 +21,8 @@ from mmengine.dist import all_gather_object, get_rank, get_world_size
 from mmengine.hooks import Hook
 from mmengine.registry import HOOKS
 
+from .loops import ResumableEpochBasedTrainLoop
+
 #: the checkpoint entry :class:`RandomStateHook` writes
 CHECKPOINT_KEY = 'random_state'
 
@@ -108,7 +110,9 @@ class RandomStateHook(Hook):
       draws and drops the batches already trained (mmengine; this also moves
       the sampler and the data workers' own generators on); the state is
       restored right before the next batch is drawn.  An epoch-based loop gets
-      it before its next epoch starts.
+      it before its next epoch starts or, resumed inside an epoch by
+      :class:`~vattn_mm.engine.loops.ResumableEpochBasedTrainLoop`, once the
+      batches already trained are drawn and dropped.
     - A checkpoint without the entry (written before vattn-mm saved it, or by
       another runner) resumes with a warning that the run is not exact.
     """
@@ -204,10 +208,18 @@ class RandomStateHook(Hook):
             loop.dataloader_iterator = _RestoreAfterSkip(loop, loop.iter,
                                                          lambda: self._restore(runner))
             return
-        epoch_length = len(loop.dataloader)
-        if runner.iter != runner.epoch * epoch_length:
+        if isinstance(loop, ResumableEpochBasedTrainLoop):
+            if loop.trained_in_epoch():
+                return  # restored in after_resume_skip, once the trained batches are dropped
+        elif runner.iter != runner.epoch * len(loop.dataloader):
             runner.logger.warning(
-                f'Resumed at iteration {runner.iter}, inside epoch {runner.epoch}: an epoch-based '
-                'loop starts the epoch over, so the run is not exact (save checkpoints at '
-                'epoch ends, or use IterBasedTrainLoop).')
+                f'Resumed at iteration {runner.iter}, inside epoch {runner.epoch}: '
+                f'{type(loop).__name__} starts the epoch over, so the run is not exact '
+                '(SafeRunner\'s ResumableEpochBasedTrainLoop continues it).')
         self._restore(runner)
+
+    def after_resume_skip(self, runner) -> None:
+        """Called by :class:`~vattn_mm.engine.loops.ResumableEpochBasedTrainLoop`
+        after it dropped the batches trained before the checkpoint."""
+        if self._pending is not None:
+            self._restore(runner)

@@ -22,6 +22,7 @@ from ..utils.safe_load import load_runner_checkpoint
 from .distributed import is_fsdp
 from .finite import FiniteLossHook
 from .hooks import CrashSafeCheckpointHook, PlainMessageHubHook
+from .loops import resumable_loop_cfg
 from .preemption import PreemptionHook
 from .random_state import RandomStateHook
 from .transforms import name_image_errors
@@ -49,6 +50,11 @@ class _Protections:
             if not any(_hook_type(h) in (hook.__name__, hook) for h in custom_hooks):
                 custom_hooks.append(dict(type=hook))
         super().register_hooks(default_hooks, custom_hooks)
+
+    def build_train_loop(self, loop):
+        """mmengine's, with an epoch-based loop that resumes inside an epoch
+        (:class:`~vattn_mm.engine.loops.ResumableEpochBasedTrainLoop`)."""
+        return super().build_train_loop(resumable_loop_cfg(loop) if isinstance(loop, dict) else loop)
 
     @classmethod
     def build_dataloader(cls, dataloader: Union[DataLoader, dict], seed: Optional[int] = None,
@@ -100,6 +106,9 @@ class SafeRunner(_Protections, Runner):
     - checks a checkpoint it reads against its checksum
       (:mod:`vattn_mm.utils.checksum`); an automatic resume whose latest
       checkpoint fails resumes from the newest one that verifies;
+    - builds an epoch-based train loop as
+      :class:`~vattn_mm.engine.ResumableEpochBasedTrainLoop`, which resumes
+      inside an epoch;
     - adds :class:`~vattn_mm.engine.RandomStateHook` (exact resume),
       :class:`~vattn_mm.engine.FiniteLossHook` (stop at a NaN / inf loss) and
       :class:`~vattn_mm.engine.PreemptionHook` (a SIGTERM stops the run after
