@@ -24,7 +24,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 from vattn_mm.checkpoint.released import in_paper_terms, record_of_config
 from vattn_mm.engine.distributed import setup_distributed
-from vattn_mm.utils import is_url, trust_checkpoint
+from vattn_mm.utils import atomic_write, is_url, trust_checkpoint
 from vattn_mm.utils.config_loading import load_config
 from vattn_mm.utils.distributed_exit import distributed_teardown
 from vattn_mm.utils.protections import require_exact_checkpoint, use_protections
@@ -77,8 +77,8 @@ def main() -> None:
         metrics = runner.test()
         if is_main_process():
             out = osp.join(cfg.work_dir, 'test_metrics.json')
-            with open(out, 'w') as f:
-                json.dump({k: _json_value(v) for k, v in metrics.items()}, f, indent=2)
+            atomic_write(out, json.dumps({k: _json_value(v) for k, v in metrics.items()},
+                                         indent=2).encode())
             print(f'metrics written to {out}')
             summary = in_paper_terms(metrics, record_of_config(args.config))
             if summary:

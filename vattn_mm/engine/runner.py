@@ -4,7 +4,7 @@ strategies) with the same hooks, dataset checks and float32 mmcv ops."""
 from __future__ import annotations
 
 import os.path as osp
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Dict, List, Optional, Union
 
 from mmengine.hooks import CheckpointHook, Hook
@@ -15,10 +15,12 @@ from mmengine.runner.checkpoint import _load_checkpoint_to_model, find_latest_ch
 from torch.utils.data import DataLoader
 
 from ..utils.amp import float32_mmcv_ops
+from ..utils.atomic_io import NO_SPACE, DiskFullError
 from ..utils.checksum import (CorruptCheckpointError, checksum_problem, newest_good_checkpoint,
                               verify_checkpoint)
 from ..utils.data_checks import check_not_empty, empty_dataset_error
 from ..utils.safe_load import load_runner_checkpoint
+from .disk_space import out_of_space_error, stop_on_full_disk
 from .distributed import is_fsdp
 from .finite import FiniteLossHook
 from .hooks import CrashSafeCheckpointHook, PlainMessageHubHook
@@ -73,8 +75,28 @@ class _Protections:
         name_image_errors(loader.dataset)
         return loader
 
+    def build_logger(self, *args, **kwargs):
+        """mmengine's, with log files that stop the run when the disk is full
+        (:mod:`vattn_mm.engine.disk_space`)."""
+        logger = super().build_logger(*args, **kwargs)
+        self.logger = logger
+        stop_on_full_disk(self)
+        return logger
+
+    @contextmanager
     def _run_scope(self):
-        return float32_mmcv_ops() if self.cfg.get('float32_mmcv_ops', False) else nullcontext()
+        """Float32 mmcv ops where configured; a full disk met while writing
+        logs or scalars named as :class:`~vattn_mm.utils.DiskFullError`."""
+        with float32_mmcv_ops() if self.cfg.get('float32_mmcv_ops', False) else nullcontext():
+            try:
+                yield
+            except DiskFullError:
+                raise
+            except OSError as err:
+                if err.errno not in NO_SPACE:
+                    raise
+                raise out_of_space_error(self, f'the logs and scalars under {self.log_dir}',
+                                         err) from err
 
     def train(self):
         with self._run_scope():
@@ -120,6 +142,9 @@ class SafeRunner(_Protections, Runner):
     - with ``float32_mmcv_ops = True`` in the config, runs mmcv's ``nms`` and
       ``roi_align`` in float32 under bfloat16 autocast while ``train()``,
       ``val()`` or ``test()`` runs (:func:`~vattn_mm.utils.float32_mmcv_ops`);
+    - stops the run with :class:`~vattn_mm.utils.DiskFullError` (naming the
+      folder, the latest checkpoint and the resume command) when the disk
+      fills up while it writes logs or scalars;
     - refuses a config with a ``strategy`` (which ``Runner`` would ignore):
       that needs ``runner_type = 'SafeFlexibleRunner'``.
     """

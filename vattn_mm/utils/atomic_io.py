@@ -27,6 +27,14 @@ from typing import Iterator, Union
 #: prefix of the temporary files (never matched by ``*.pth`` globs)
 TMP_PREFIX = '.tmp-'
 
+#: the errors of a full disk or an exhausted quota
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+class DiskFullError(OSError):
+    """A write failed for lack of space; the message names the file or
+    folder, the space it needed and what was kept."""
+
 
 def fsync_dir(directory: str) -> None:
     """Make a rename in ``directory`` durable (no-op where unsupported)."""
@@ -69,8 +77,8 @@ def atomic_write(path: Union[str, Path], data: bytes) -> None:
     except BaseException as err:
         if osp.exists(tmp):
             os.remove(tmp)
-        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise OSError(err.errno, f'no space left in {directory} to write {path} '
+        if isinstance(err, OSError) and err.errno in NO_SPACE:
+            raise DiskFullError(err.errno, f'no space left in {directory} to write {path} '
                           f'({len(data)} bytes needed, {shutil.disk_usage(directory).free} free); '
                           'what was there under that name is unchanged') from err
         raise

@@ -29,7 +29,6 @@ without any network access.  A download
 """
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import http.client
@@ -47,7 +46,7 @@ from typing import BinaryIO, Iterator, Optional
 
 import torch
 
-from .atomic_io import atomic_write, fsync_dir
+from .atomic_io import NO_SPACE, atomic_write, fsync_dir
 from .log import log
 
 #: seconds to wait for a connection and for each read of the body
@@ -312,7 +311,7 @@ def _download(url: str, path: str, expected: list[tuple[str, str]], timeout: flo
                 out.flush()
                 os.fsync(out.fileno())
         except OSError as err:
-            if err.errno not in (errno.ENOSPC, errno.EDQUOT):
+            if err.errno not in NO_SPACE:
                 raise
             folder = osp.dirname(path)
             need = f'{total} bytes' if total is not None else 'the whole file'

@@ -1,0 +1,54 @@
+"""A full disk while a run writes its logs, scalars or metrics.
+
+Checkpoints are written atomically (:func:`~vattn_mm.utils.atomic_io.atomic_write`
+names the file, the bytes needed and those free).  mmengine appends the text
+log and the scalar files in place: its log handler prints a traceback for
+every line it could not write and the run goes on without logs, and its
+visualiser raises a bare ``OSError`` that names no file.  ``SafeRunner`` turns
+both into one :class:`~vattn_mm.utils.atomic_io.DiskFullError` that stops the
+run, naming the folder, the space free, the latest checkpoint (unchanged) and
+the command that resumes from it once space is made.
+"""
+from __future__ import annotations
+
+import logging
+import os.path as osp
+import shutil
+import sys
+
+from ..utils.atomic_io import NO_SPACE, DiskFullError
+
+
+def out_of_space_error(runner, what: str, err: OSError) -> DiskFullError:
+    """The error for a run that could not write ``what`` for lack of space."""
+    folder = runner.work_dir
+    free = shutil.disk_usage(folder).free if osp.isdir(folder) else 0
+    marker = osp.join(folder, 'last_checkpoint')
+    latest = open(marker).read().strip() if osp.isfile(marker) else None
+    if latest and osp.isfile(latest):
+        config = getattr(runner.cfg, 'filename', None) or 'CONFIG'
+        kept = (f'the latest checkpoint, {latest}, is unchanged. Free space (a checkpoint takes '
+                f'{osp.getsize(latest)} bytes) and run again; a training resumes with '
+                f'`python tools/train.py {config} --work-dir {folder} --resume`')
+    else:
+        kept = 'no checkpoint had been written. Free space and run again'
+    return DiskFullError(err.errno, f'no space left in {folder} to write {what} ({free} bytes '
+                                    f'free; {err.strerror}): {kept}')
+
+
+def stop_on_full_disk(runner) -> None:
+    """Make the runner's log files raise :class:`DiskFullError` when the disk
+    is full (once; later failures are reported the standard way)."""
+    for handler in runner.logger.handlers:
+        if isinstance(handler, logging.FileHandler):
+            handler.handleError = _raise_when_full(runner, handler)
+
+
+def _raise_when_full(runner, handler: logging.FileHandler):
+    def handle_error(record: logging.LogRecord) -> None:
+        err = sys.exc_info()[1]
+        if isinstance(err, OSError) and err.errno in NO_SPACE:
+            del handler.handleError   # the class's own again: the error is raised once
+            raise out_of_space_error(runner, f'the log {handler.baseFilename}', err) from err
+        logging.FileHandler.handleError(handler, record)
+    return handle_error
