@@ -1,6 +1,7 @@
 # make demo  - set up (tools/install.sh) and run the demo: train + evaluate + visualise
 # make test  - set up and run the test suite on the pinned stack (2 processes, pytest-xdist)
 # make test-quick  - the suite without the tests marked slow (the inner loop, ~3 min)
+# make test-extended - the tests marked extended: longer repetitions of what make test checks once
 # make test-compat - the compatibility jobs: torch 2.1 / Python 3.9 and the newest torch / Python 3.12,
 #                    with mmcv-lite (.dev_scripts/compat_test.sh; each makes its environment once)
 # make test-stress   - the process- and timeout-bound test modules 10 times each beside a CPU hog
@@ -16,15 +17,17 @@ PYTEST := VATTN_FULL_STACK=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_TH
 	$(PY) -m pytest tests projects -q -p no:cacheprovider -n 2 --dist loadgroup
 PYTEST_ARGS ?=
 
-.PHONY: install demo test test-quick test-compat test-stress test-soak gpu-kit gpu-rehearsal
+.PHONY: install demo test test-quick test-extended test-compat test-stress test-soak gpu-kit gpu-rehearsal
 install:
 	bash tools/install.sh
 demo: install
 	bash tools/demo.sh
 test: install
-	$(PYTEST) $(PYTEST_ARGS)
+	$(PYTEST) -m "not extended" $(PYTEST_ARGS)
 test-quick:
-	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow and not extended" $(PYTEST_ARGS)
+test-extended: install
+	$(PYTEST) -m extended $(PYTEST_ARGS)
 test-compat:
 	bash .dev_scripts/compat_test.sh floor
 	bash .dev_scripts/compat_test.sh newest

@@ -56,7 +56,7 @@ PIP_CONFIG_FILE=/dev/null "$VENV/bin/pip" install -q --disable-pip-version-check
 cd "$ROOT"
 unset VATTN_FULL_STACK   # mmdet / mmseg are not here: their tests skip (needs markers)
 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 \
-  "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup \
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n 2 --dist loadgroup -m "not extended" \
   tests/ops tests/layers tests/backbones tests/utils tests/test_timm.py \
   tests/project/test_configs.py tests/project/test_lean_import.py tests/project/test_requirements.py \
   tests/engine/test_exact_resume.py tests/engine/test_amp.py "$@"

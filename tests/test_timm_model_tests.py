@@ -36,7 +36,8 @@ WEIGHTED = ('test_model_forward', 'test_model_backward', 'test_model_forward_fea
             'test_model_forward_intermediates_features', 'test_model_forward_intermediates')
 #: the weighted tests run on the variants up to this many parameters: one to three
 #: variants a family, every code path; the larger ones cost 10-30 s a test on 2 cores
-#: (FocalNet-H 0.7 G parameters) and run only ``test_model_default_cfgs``
+#: (FocalNet-H 0.7 G parameters) and run only ``test_model_default_cfgs``.  ``make test``
+#: runs them on the smallest variant of each family, ``make test-extended`` on the others
 MAX_PARAMETERS = 30_000_000
 
 
@@ -58,13 +59,17 @@ def _timm_tests():
 TIMM_TEST_MODELS = _timm_tests()
 
 
-def parameters(name: str) -> int:
+def parameters_and_family(name: str) -> tuple:
     model = timm.create_model(name, device='meta')
-    return sum(p.numel() for p in model.parameters())
+    return sum(p.numel() for p in model.parameters()), type(model.backbone).__name__
 
 
+SIZES = {name: parameters_and_family(name) for name in vattn_timm.model_names()}
 #: the models the weighted tests leave out (more than MAX_PARAMETERS parameters)
-LARGE = sorted(n for n in vattn_timm.model_names() if parameters(n) > MAX_PARAMETERS)
+LARGE = sorted(n for n, (size, _) in SIZES.items() if size > MAX_PARAMETERS)
+#: the smallest variant of each family
+SMALLEST = {min((size, n) for n, (size, f) in SIZES.items() if f == family)[1]
+            for family in {f for _, f in SIZES.values()}}
 
 
 def _cases():
@@ -73,7 +78,8 @@ def _cases():
         names = tagged if test not in WEIGHTED else [
             n for n in vattn_timm.model_names() if n not in LARGE]
         for name in names:
-            yield pytest.param(test, name, id=f'{test}-{name}')
+            marks = pytest.mark.extended if test in WEIGHTED and name not in SMALLEST else ()
+            yield pytest.param(test, name, id=f'{test}-{name}', marks=marks)
 
 
 CASES = list(_cases())

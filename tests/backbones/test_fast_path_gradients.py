@@ -1,7 +1,11 @@
-"""Every released architecture of every family, at full size, with the
+"""Every released architecture of every family, at its full widths, with the
 default fast paths: the outputs, the input gradient and every parameter
 gradient of a training step at an odd input size and batch 2 equal those of
-``fast_paths='plain'`` (float32, the tolerance of ``tests/ops/grads.py``)."""
+``fast_paths='plain'`` (float32, the tolerance of ``tests/ops/grads.py``).
+
+``make test`` builds each with one block a stage (every width, kernel,
+window and head count of the release; the blocks of a stage repeat the same
+code), ``make test-extended`` also at the released depths."""
 import pytest
 import torch
 
@@ -18,6 +22,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('released_models')]
 SIZE, BATCH = (67, 93), 2
 RELEASED = [(family, arch) for family in sorted(registered_backbones())
             for arch in backbone_class(family).arch_zoo]
+DEPTHS = [pytest.param('one block a stage'),
+          pytest.param('released depths', marks=pytest.mark.extended)]
 
 
 def _step(model, x: torch.Tensor, setting) -> list:
@@ -27,10 +33,16 @@ def _step(model, x: torch.Tensor, setting) -> list:
     return weighted_grads(ops.configure(model, setting)(x), [x, *model.parameters()])
 
 
+@pytest.mark.parametrize('depths', DEPTHS)
 @pytest.mark.parametrize('family, arch', RELEASED, ids=[f'{f}-{a}' for f, a in RELEASED])
-def test_default_fast_paths_give_plain_gradients(family, arch):
+def test_default_fast_paths_give_plain_gradients(family, arch, depths):
     torch.manual_seed(0)
-    model = backbone_class(family)(arch, drop_path_rate=0.).train()
+    cls = backbone_class(family)
+    if depths == 'one block a stage':
+        arch = dict(cls.arch_zoo[arch])
+        key = 'depths' if 'depths' in arch else 'depth_list'   # EfficientViT's name
+        arch[key] = [1] * len(arch[key])
+    model = cls(arch, drop_path_rate=0.).train()
     model.init_weights()
     move_off_init(model)
     assert any(row['on_in_model'] for row in ops.describe(ops.configure(model, None))), \

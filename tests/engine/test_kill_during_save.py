@@ -31,7 +31,12 @@ def uninterrupted(demo64, tmp_path_factory):  # noqa: F811
     return config, tmp / 'work'
 
 
-@pytest.mark.parametrize('point', sorted(LAST_GOOD))
+#: ``make test`` kills at the first point, ``make test-extended`` at the other two
+POINTS = [pytest.param(p, marks=() if p == 'written' else pytest.mark.extended)
+          for p in sorted(LAST_GOOD)]
+
+
+@pytest.mark.parametrize('point', POINTS)
 def test_a_kill_inside_a_save_resumes_exactly_and_leaves_no_mess(uninterrupted, tmp_path, point):
     config, work = uninterrupted[0], tmp_path / 'work'
     killed = start(train_cmd(config, work, *ARGS), tmp_path / 'killed.log',
