@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from mmengine.config import Config
 
 from vattn_mm.checkpoint.released import PAPER_METRICS
 
@@ -80,7 +81,9 @@ def test_demo_train_evaluate_and_visualise(demo_trained, demo_data, tmp_path, co
     assert f"in the papers' terms: {name} {metrics[metric] * factor:.1f}" in printed
     assert len(list(vis.rglob(images))) == 4
     table = run_tool([sys.executable, 'tools/summarize_metrics.py', str(work)]).stdout
-    assert f'| run | {metric} | {metrics[metric]:.3f} |' in table
+    low, high = Config.fromfile(config).expected_metrics[metric]
+    assert f'| run | {metric} | {metrics[metric]:.3f} | {low:.3f}-{high:.3f} |' in table
+    assert f'outside the expected range: run {metric}' in table   # 2 iterations of training
 
 
 def test_users_quadtree_maskrcnn_command_on_demo_data(demo_data, tmp_path):

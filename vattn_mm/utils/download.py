@@ -85,13 +85,18 @@ def cache_path(url: str) -> str:
     return path
 
 
-def _recorded_source(path: str) -> Optional[str]:
-    """The URL whose download is (or is becoming) ``path``, if recorded."""
+def _read_text(path: str) -> Optional[str]:
+    """A small record file's stripped text; None if it is missing or empty."""
     try:
-        with open(path + '.url') as f:
-            return f.read().strip()
+        with open(path) as f:
+            return f.read().strip() or None
     except FileNotFoundError:
         return None
+
+
+def _recorded_source(path: str) -> Optional[str]:
+    """The URL whose download is (or is becoming) ``path``, if recorded."""
+    return _read_text(path + '.url')
 
 
 def expected_hashes(url: str, sha256: Optional[str] = None) -> list[tuple[str, str]]:
@@ -271,14 +276,6 @@ def _resumed_response(url: str, partial: str, timeout: float):
             response.close()
         response = _open(url, 0, timeout)
     return response, 0  # a 200 answer holds the whole file
-
-
-def _read_text(path: str) -> Optional[str]:
-    try:
-        with open(path) as f:
-            return f.read().strip() or None
-    except FileNotFoundError:
-        return None
 
 
 def _download(url: str, path: str, expected: list[tuple[str, str]], timeout: float) -> None:
