@@ -37,7 +37,8 @@ WEIGHTED = ('test_model_forward', 'test_model_backward', 'test_model_forward_fea
 #: the weighted tests run on the variants up to this many parameters: one to three
 #: variants a family, every code path; the larger ones cost 10-30 s a test on 2 cores
 #: (FocalNet-H 0.7 G parameters) and run only ``test_model_default_cfgs``.  ``make test``
-#: runs them on the smallest variant of each family, ``make test-extended`` on the others
+#: runs every test on the smallest variant of each family (all its tags), ``make test-extended``
+#: on the others (the meta-device forwards of ``test_model_default_cfgs`` take 5-15 s a deep model)
 MAX_PARAMETERS = 30_000_000
 
 
@@ -78,7 +79,7 @@ def _cases():
         names = tagged if test not in WEIGHTED else [
             n for n in vattn_timm.model_names() if n not in LARGE]
         for name in names:
-            marks = pytest.mark.extended if test in WEIGHTED and name not in SMALLEST else ()
+            marks = () if name.split('.')[0] in SMALLEST else pytest.mark.extended
             yield pytest.param(test, name, id=f'{test}-{name}', marks=marks)
 
 

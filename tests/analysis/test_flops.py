@@ -29,13 +29,29 @@ def imagenet_complexity(spec, shape):
     return spec_complexity(spec, shape, imagenet=True)
 
 
+def _smallest_of_each_family() -> set:
+    """The published entry with the fewest parameters in each family."""
+    smallest = {}
+    for entry in PUBLISHED:
+        family = entry.spec.split(':')[0]
+        if family not in smallest or entry.params_m < smallest[family].params_m:
+            smallest[family] = entry
+    return {entry.label for entry in smallest.values()}
+
+
 def _published_cases():
+    """Every published figure; ``make test`` checks the smallest model of each
+    family, ``make test-extended`` the others (the same counting at other
+    widths, each a few seconds under FakeTensorMode)."""
+    smallest = _smallest_of_each_family()
     for entry in PUBLISHED:
         for quantity in ('params_m', 'gflops'):
             if getattr(entry, quantity) is None:
                 continue
             reason = KNOWN_MISMATCH.get((entry.spec, quantity.replace('_m', '')))
             marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            if entry.label not in smallest:
+                marks.append(pytest.mark.extended)
             yield pytest.param(entry, quantity, marks=marks, id=f'{entry.label}-{quantity}')
 
 
