@@ -6,7 +6,9 @@ neck and heads, stay what the config builds, and every variant is built at
 full depth against its official key list in tests/backbones.  Where the
 codebase a config needs (mmdet, mmseg, mmpretrain) is not installed, its
 backbone fragment builds and trains a step instead and the config's
-requirement error names the extra to install."""
+requirement error names the extra to install.  ``make test`` trains one config
+of each recipe (family and inherited files); the family's other variants in
+that recipe are ``extended``."""
 import ast
 import functools
 import os
@@ -59,11 +61,38 @@ def codebase(path: Path) -> str:
     raise AssertionError(f'{path}: inherits no mmdet / mmseg / mmpretrain base')
 
 
-def _by_codebase(paths: list) -> list:
-    # one worker a config: the tests of a config share its parsed file (load_config)
-    return [pytest.param(p, id=_config_id(p), marks=[pytest.mark.needs(codebase(p)),
-                                                     pytest.mark.xdist_group(_config_id(p))])
-            for p in paths]
+def _backbone_type(path: Path) -> str:
+    """The ``type`` of the ``backbone = dict(...)`` that ``path`` or a file
+    it inherits assigns."""
+    for file in [path, *_local_bases(path)]:
+        for node in ast.parse(file.read_text()).body:
+            if [getattr(t, 'id', None) for t in getattr(node, 'targets', ())] == ['backbone']:
+                for keyword in getattr(node.value, 'keywords', ()):
+                    if keyword.arg == 'type':
+                        return ast.literal_eval(keyword.value)
+    raise AssertionError(f'{path}: no backbone type found')
+
+
+def _recipe(path: Path) -> tuple:
+    """What a config builds apart from its variant: the backbone family and
+    the files it inherits other than the variant's fragment."""
+    fragments = set(FRAGMENTS)
+    return (_backbone_type(path),
+            *sorted(base.stem for base in _local_bases(path) if base not in fragments))
+
+
+def _by_codebase(paths: list, repeats_extended: bool = False) -> list:
+    """One param a config (one worker a config: its tests share its parsed
+    file, load_config).  ``repeats_extended``: a config whose recipe an earlier
+    one has, with another variant of the family, is marked ``extended``."""
+    params, recipes = [], set()
+    for path in paths:
+        marks = [pytest.mark.needs(codebase(path)), pytest.mark.xdist_group(_config_id(path))]
+        if repeats_extended and _recipe(path) in recipes:
+            marks.append(pytest.mark.extended)
+        recipes.add(_recipe(path))
+        params.append(pytest.param(path, id=_config_id(path), marks=marks))
+    return params
 
 
 @pytest.fixture(scope='module', autouse=True)
@@ -167,7 +196,7 @@ def _cls_batch(num_classes: int):
                 data_samples=[sample])
 
 
-@pytest.mark.parametrize('path', _by_codebase(CONFIGS))
+@pytest.mark.parametrize('path', _by_codebase(CONFIGS, repeats_extended=True))
 def test_config_builds_and_trains_one_step(path):
     cfg = load_config(path)
     scope = cfg.get('default_scope', 'mmdet')
