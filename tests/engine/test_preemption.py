@@ -65,6 +65,8 @@ def test_sigterm_stops_after_the_iteration_with_a_checkpoint_and_resume_is_exact
                      tmp_path / 'resume.log')
     assert logged_train_iters(resumed) == list(range(at + 1, iters + 1)), resumed[-3000:]
     finish(whole, tmp_path / 'whole.log')
+    if loop == 'epoch-based':   # the epoch checkpoint superseded the one inside the epoch
+        assert sorted(p.name for p in work.glob('*.pth')) == ['epoch_1.pth', 'epoch_2.pth']
     ref, got = weights(tmp_path / 'whole' / last), weights(work / last)
     assert ref.keys() == got.keys()
     differ = [k for k in ref if not torch.equal(ref[k], got[k])]

@@ -24,6 +24,9 @@ from .finite import check_finite_weights
 
 #: the file backend (``backend_args=dict(backend=...)``) that writes local files atomically
 ATOMIC_BACKEND = 'atomic_local'
+#: the name of a checkpoint written inside an epoch of an epoch-based run
+#: (:class:`~vattn_mm.engine.PreemptionHook`'s); the next epoch checkpoint supersedes it
+MID_EPOCH_TMPL = 'iter_{}.pth'
 
 
 class AtomicLocalBackend(LocalBackend):
@@ -60,7 +63,8 @@ class CrashSafeCheckpointHook(CheckpointHook):
     Before training it removes what a process killed inside a save left: its
     temporary files and, on resume, checkpoints older than those it keeps.
     With ``save_best``, the previous best checkpoint is removed only after the
-    new one is written.
+    new one is written.  An epoch checkpoint supersedes a checkpoint written
+    inside an epoch (a preemption's), which it then removes.
     Weights holding NaN or infinite values are refused
     (:class:`~vattn_mm.engine.NonFiniteWeightsError`) before anything changes.
     """
@@ -117,6 +121,11 @@ class CrashSafeCheckpointHook(CheckpointHook):
                 self.file_backend.remove(stale)
             elif self.file_backend.isdir(stale):  # deepspeed checkpoints are folders
                 self.file_backend.rmtree(stale)
+        if self.by_epoch and isinstance(self.file_backend, AtomicLocalBackend):
+            pattern = re.compile(re.escape(MID_EPOCH_TMPL).replace(r'\{\}', r'\d+') + '$')
+            for name in os.listdir(self.out_dir):
+                if pattern.match(name):
+                    self.file_backend.remove(osp.join(self.out_dir, name))
 
     def _save_best_checkpoint(self, runner, metrics) -> None:
         """mmengine's, except that the previous best checkpoint is removed

@@ -33,6 +33,7 @@ from mmengine.registry import HOOKS
 
 from ..utils.atomic_io import atomic_write
 from .finite import model_device
+from .hooks import MID_EPOCH_TMPL
 
 #: the exit status of a run stopped by a signal after writing its checkpoint
 #: (128 + SIGTERM, what a shell reports for a process SIGTERM ended)
@@ -108,7 +109,7 @@ class PreemptionHook(Hook):
                 hook._save_checkpoint_with_step(runner, step, dict(epoch=runner.epoch, iter=step))
             return hook.last_ckpt
         # an epoch-based hook names checkpoints by epoch: this one is in the middle of one
-        name = f'iter_{step}.pth'
+        name = MID_EPOCH_TMPL.format(step)
         runner.save_checkpoint(hook.out_dir, name, save_optimizer=hook.save_optimizer,
                                save_param_scheduler=hook.save_param_scheduler, by_epoch=False,
                                backend_args=hook.backend_args)
