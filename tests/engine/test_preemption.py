@@ -84,3 +84,15 @@ def test_safe_runner_builds_epoch_based_loops_that_resume_inside_an_epoch():
     for loop in (dict(by_epoch=False, max_iters=3), dict(type='IterBasedTrainLoop', max_iters=3),
                  dict(type=IterBasedTrainLoop, max_iters=3)):
         assert resumable_loop_cfg(loop) == loop
+
+
+@pytest.mark.parametrize('iteration, epoch, expected', [
+    (0, 0, 0), (3, 0, 3), (8, 1, 0), (11, 1, 3),
+    (16, 1, 8),   # its last iteration, before the epoch's end hooks
+    (30, 1, 8),   # written with longer epochs (fewer processes): at most the whole epoch
+])
+def test_the_resumed_epoch_skips_what_its_checkpoint_trained(iteration, epoch, expected):
+    from vattn_mm.engine import ResumableEpochBasedTrainLoop
+    loop = ResumableEpochBasedTrainLoop.__new__(ResumableEpochBasedTrainLoop)
+    loop.dataloader, loop._iter, loop._epoch = [None] * 8, iteration, epoch   # epochs of 8
+    assert loop.trained_in_epoch() == expected

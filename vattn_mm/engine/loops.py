@@ -27,8 +27,11 @@ class ResumableEpochBasedTrainLoop(EpochBasedTrainLoop):
 
     def trained_in_epoch(self) -> int:
         """Batches of the current epoch trained before this loop started
-        (non-zero only right after resuming inside an epoch)."""
-        return max(0, self._iter - self._epoch * len(self.dataloader))
+        (non-zero only right after resuming inside an epoch; at most an epoch,
+        for a checkpoint of a run whose epochs had another length, e.g. on
+        another number of processes)."""
+        length = len(self.dataloader)
+        return min(max(0, self._iter - self._epoch * length), length)
 
     def run_epoch(self) -> None:
         self.runner.call_hook('before_train_epoch')
