@@ -7,12 +7,14 @@ combination and prints a table of the metrics with their range.
 ``--isa avx2`` caps ATen's kernels (``ATEN_CPU_CAPABILITY``), oneDNN
 (``ONEDNN_MAX_CPU_ISA``) and MKL (``MKL_ENABLE_INSTRUCTIONS``) at AVX2, as on
 a CPU without AVX-512. Runs go to ``work_dirs/demo_spread/``; a finished run
-(its ``test_metrics.json`` exists) is not repeated.
+(its ``test_metrics.json`` exists) is not repeated; ``--report`` prints the
+table of every finished run there.
 """
 import argparse
 import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,6 +31,19 @@ ISA_ENV = {
 
 def run_name(config: str, seed: int, threads: int, isa: str) -> str:
     return f'{Path(config).stem}-seed{seed}-threads{threads}-{isa}'
+
+
+def finished_runs(out: Path) -> dict:
+    """The metrics of every finished run under ``out``, keyed as
+    :func:`spread_table` takes them."""
+    results = {}
+    for metrics in sorted(out.glob('*/test_metrics.json')):
+        found = re.fullmatch(r'(.+)-seed(\d+)-threads(\d+)-(\w+)', metrics.parent.name)
+        if found:
+            config = f'configs/demo/{found.group(1)}.py'
+            key = (config, int(found.group(2)), int(found.group(3)), found.group(4))
+            results[key] = json.loads(metrics.read_text())
+    return results
 
 
 def run_env(threads: int, isa: str) -> dict:
@@ -78,7 +93,12 @@ def main() -> None:
     parser.add_argument('--threads', nargs='+', type=int, default=[2])
     parser.add_argument('--isa', nargs='+', choices=sorted(ISA_ENV), default=['native'])
     parser.add_argument('--out', type=Path, default=ROOT / 'work_dirs' / 'demo_spread')
+    parser.add_argument('--report', action='store_true',
+                        help='train nothing: the table of every finished run under --out')
     args = parser.parse_args()
+    if args.report:
+        print(spread_table(finished_runs(args.out)))
+        return
     subprocess.run([sys.executable, 'tools/make_demo_data.py', '--root', 'data/demo'], cwd=ROOT,
                    check=True)
     results = {}

@@ -24,7 +24,10 @@ def test_a_finished_run_is_read_not_repeated(tmp_path):
     work = tmp_path / spread.run_name(config, 3, 1, 'avx2')
     work.mkdir()
     (work / 'test_metrics.json').write_text(json.dumps({'mIoU': 61.5}))
+    (tmp_path / 'unrelated').mkdir()
+    (tmp_path / 'unrelated' / 'test_metrics.json').write_text('{}')
     assert spread.train_and_test(config, 3, 1, 'avx2', out=tmp_path) == {'mIoU': 61.5}
+    assert spread.finished_runs(tmp_path) == {(config, 3, 1, 'avx2'): {'mIoU': 61.5}}
 
 
 def test_the_table_gives_each_metrics_range_per_config():
