@@ -19,36 +19,39 @@ import sys
 from ..utils.atomic_io import NO_SPACE, DiskFullError
 
 
-def out_of_space_error(runner, what: str, err: OSError) -> DiskFullError:
-    """The error for a run that could not write ``what`` for lack of space."""
-    folder = runner.work_dir
-    free = shutil.disk_usage(folder).free if osp.isdir(folder) else 0
-    marker = osp.join(folder, 'last_checkpoint')
+def out_of_space_error(work_dir: str, config: str, what: str, err: OSError) -> DiskFullError:
+    """The error for a run in ``work_dir`` (of config file ``config``) that
+    could not write ``what`` for lack of space."""
+    free = shutil.disk_usage(work_dir).free if osp.isdir(work_dir) else 0
+    marker = osp.join(work_dir, 'last_checkpoint')
     latest = open(marker).read().strip() if osp.isfile(marker) else None
     if latest and osp.isfile(latest):
-        config = getattr(runner.cfg, 'filename', None) or 'CONFIG'
         kept = (f'the latest checkpoint, {latest}, is unchanged. Free space (a checkpoint takes '
                 f'{osp.getsize(latest)} bytes) and run again; a training resumes with '
-                f'`python tools/train.py {config} --work-dir {folder} --resume`')
+                f'`python tools/train.py {config} --work-dir {work_dir} --resume`')
     else:
         kept = 'no checkpoint had been written. Free space and run again'
-    return DiskFullError(err.errno, f'no space left in {folder} to write {what} ({free} bytes '
+    return DiskFullError(err.errno, f'no space left in {work_dir} to write {what} ({free} bytes '
                                     f'free; {err.strerror}): {kept}')
 
 
 def stop_on_full_disk(runner) -> None:
     """Make the runner's log files raise :class:`DiskFullError` when the disk
-    is full (once; later failures are reported the standard way)."""
+    is full (once; later failures are reported the standard way).  The
+    handlers keep the run's folder and config name, not the runner: mmengine
+    keeps its loggers for the life of the process."""
+    config = getattr(runner.cfg, 'filename', None) or 'CONFIG'
     for handler in runner.logger.handlers:
         if isinstance(handler, logging.FileHandler):
-            handler.handleError = _raise_when_full(runner, handler)
+            handler.handleError = _raise_when_full(runner.work_dir, config, handler)
 
 
-def _raise_when_full(runner, handler: logging.FileHandler):
+def _raise_when_full(work_dir: str, config: str, handler: logging.FileHandler):
     def handle_error(record: logging.LogRecord) -> None:
         err = sys.exc_info()[1]
         if isinstance(err, OSError) and err.errno in NO_SPACE:
             del handler.handleError   # the class's own again: the error is raised once
-            raise out_of_space_error(runner, f'the log {handler.baseFilename}', err) from err
+            raise out_of_space_error(work_dir, config, f'the log {handler.baseFilename}',
+                                     err) from err
         logging.FileHandler.handleError(handler, record)
     return handle_error

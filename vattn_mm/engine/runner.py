@@ -95,8 +95,9 @@ class _Protections:
             except OSError as err:
                 if err.errno not in NO_SPACE:
                     raise
-                raise out_of_space_error(self, f'the logs and scalars under {self.log_dir}',
-                                         err) from err
+                config = getattr(self.cfg, 'filename', None) or 'CONFIG'
+                raise out_of_space_error(self.work_dir, config,
+                                         f'the logs and scalars under {self.log_dir}', err) from err
 
     def train(self):
         with self._run_scope():
