@@ -88,9 +88,11 @@ def _by_codebase(paths: list, repeats_extended: bool = False) -> list:
     params, recipes = [], set()
     for path in paths:
         marks = [pytest.mark.needs(codebase(path)), pytest.mark.xdist_group(_config_id(path))]
-        if repeats_extended and _recipe(path) in recipes:
-            marks.append(pytest.mark.extended)
-        recipes.add(_recipe(path))
+        if repeats_extended:
+            recipe = _recipe(path)
+            if recipe in recipes:
+                marks.append(pytest.mark.extended)
+            recipes.add(recipe)
         params.append(pytest.param(path, id=_config_id(path), marks=marks))
     return params
 

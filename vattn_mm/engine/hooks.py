@@ -29,6 +29,14 @@ ATOMIC_BACKEND = 'atomic_local'
 MID_EPOCH_TMPL = 'iter_{}.pth'
 
 
+def checkpoint_name_pattern(template: str) -> re.Pattern:
+    """The file names ``template`` (``'iter_{}.pth'``) gives, the step as group 1."""
+    return re.compile(re.escape(template).replace(r'\{\}', r'(\d+)') + '$')
+
+
+MID_EPOCH_NAME = checkpoint_name_pattern(MID_EPOCH_TMPL)
+
+
 class AtomicLocalBackend(LocalBackend):
     """mmengine's local file backend with atomic ``put`` / ``put_text``
     (:func:`~vattn_mm.utils.atomic_io.atomic_write`); a checkpoint (``.pth``)
@@ -87,7 +95,7 @@ class CrashSafeCheckpointHook(CheckpointHook):
         removed them)."""
         if not osp.isdir(self.out_dir):
             return
-        pattern = re.compile(re.escape(self.filename_tmpl).replace(r'\{\}', r'(\d+)') + '$')
+        pattern = checkpoint_name_pattern(self.filename_tmpl)
         oldest_kept = min(self.keep_ckpt_ids) if self.max_keep_ckpts > 0 and \
             getattr(self, 'keep_ckpt_ids', None) else None
         for name in os.listdir(self.out_dir):
@@ -122,9 +130,8 @@ class CrashSafeCheckpointHook(CheckpointHook):
             elif self.file_backend.isdir(stale):  # deepspeed checkpoints are folders
                 self.file_backend.rmtree(stale)
         if self.by_epoch and isinstance(self.file_backend, AtomicLocalBackend):
-            pattern = re.compile(re.escape(MID_EPOCH_TMPL).replace(r'\{\}', r'\d+') + '$')
             for name in os.listdir(self.out_dir):
-                if pattern.match(name):
+                if MID_EPOCH_NAME.match(name):
                     self.file_backend.remove(osp.join(self.out_dir, name))
 
     def _save_best_checkpoint(self, runner, metrics) -> None:

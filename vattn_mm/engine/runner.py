@@ -75,12 +75,16 @@ class _Protections:
         name_image_errors(loader.dataset)
         return loader
 
+    def _resume_command(self) -> str:
+        """``tools/train.py`` resuming this run from a checkpoint ``{}``."""
+        config = getattr(self.cfg, 'filename', None) or 'CONFIG'
+        return f'python tools/train.py {config} --work-dir {self.work_dir} --resume {{}}'
+
     def build_logger(self, *args, **kwargs):
         """mmengine's, with log files that stop the run when the disk is full
         (:mod:`vattn_mm.engine.disk_space`)."""
         logger = super().build_logger(*args, **kwargs)
-        self.logger = logger
-        stop_on_full_disk(self)
+        stop_on_full_disk(logger, self.work_dir, self._resume_command())
         return logger
 
     @contextmanager
@@ -95,8 +99,7 @@ class _Protections:
             except OSError as err:
                 if err.errno not in NO_SPACE:
                     raise
-                config = getattr(self.cfg, 'filename', None) or 'CONFIG'
-                raise out_of_space_error(self.work_dir, config,
+                raise out_of_space_error(self.work_dir, self._resume_command(),
                                          f'the logs and scalars under {self.log_dir}', err) from err
 
     def train(self):
@@ -158,11 +161,6 @@ class SafeRunner(_Protections, Runner):
                 f"runner_type='{cfg.get('runner_type', 'Runner')}' ignores: set "
                 "runner_type = 'SafeFlexibleRunner' (configs/_base_/fsdp.py)")
         return super().from_cfg(cfg)
-
-    def _resume_command(self) -> str:
-        """``tools/train.py`` resuming this run from a checkpoint ``{}``."""
-        config = getattr(self.cfg, 'filename', None) or 'CONFIG'
-        return f'python tools/train.py {config} --work-dir {self.work_dir} --resume {{}}'
 
     def load_or_resume(self) -> None:
         """mmengine's, except that an automatic resume (``--resume`` without a

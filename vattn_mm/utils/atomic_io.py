@@ -79,8 +79,8 @@ def atomic_write(path: Union[str, Path], data: bytes) -> None:
             os.remove(tmp)
         if isinstance(err, OSError) and err.errno in NO_SPACE:
             raise DiskFullError(err.errno, f'no space left in {directory} to write {path} '
-                          f'({len(data)} bytes needed, {shutil.disk_usage(directory).free} free); '
-                          'what was there under that name is unchanged') from err
+                                f'({len(data)} bytes needed, {shutil.disk_usage(directory).free} '
+                                'free); what was there under that name is unchanged') from err
         raise
     fsync_dir(directory)
 
