@@ -193,6 +193,32 @@ def test_safe_runner_dataloaders_name_empty_datasets_and_undecodable_images(tmp_
     assert not isinstance(plain.value, ImageLoadError)
 
 
+
+def test_the_runners_config_is_formatted_once_for_each_content(monkeypatch, tmp_path):
+    """mmengine's runner formats its config (yapf) when it logs it, dumps it,
+    starts and writes each checkpoint; the safe runners' config formats it
+    once, and again only after a change."""
+    import copy
+
+    from mmengine.config import config as config_module
+
+    from vattn_mm.engine import SafeRunner
+    from vattn_mm.engine.runner import RunConfig
+    cfg = Config(dict(model=dict(type='ToyModel', depths=[2, 2]), work_dir=str(tmp_path)))
+    expected = cfg.pretty_text
+    formatted = []
+    real = config_module.FormatCode
+    monkeypatch.setattr(config_module, 'FormatCode',
+                        lambda *args, **kwargs: formatted.append(1) or real(*args, **kwargs))
+    run_cfg = copy.deepcopy(RunConfig.of(cfg))   # as Runner.__init__ keeps it
+    assert [run_cfg.pretty_text for _ in range(3)] == [expected] * 3 and len(formatted) == 1
+    assert run_cfg.to_dict() == cfg.to_dict() and run_cfg.filename == cfg.filename
+    run_cfg.model.depths = [3, 3]
+    assert run_cfg.pretty_text == run_cfg.pretty_text and len(formatted) == 2
+    assert run_cfg.pretty_text == Config(run_cfg.to_dict()).pretty_text != expected
+    runner = SafeRunner(model=torch.nn.Linear(2, 2), work_dir=str(tmp_path), cfg=cfg)
+    assert isinstance(runner.cfg, RunConfig) and runner.cfg.pretty_text == expected
+
 # ---------------------------------------------- the user's own mmdet train.py
 DET_DEMO = ROOT / 'configs/demo/pvtv2_b0_maskrcnn_demo.py'
 

@@ -7,6 +7,7 @@ import os.path as osp
 from contextlib import contextmanager, nullcontext
 from typing import Dict, List, Optional, Union
 
+from mmengine.config import Config
 from mmengine.hooks import CheckpointHook, Hook
 from mmengine.model import is_model_wrapper
 from mmengine.registry import RUNNERS
@@ -34,11 +35,39 @@ def _hook_type(hook: Union[Hook, dict]) -> object:
     return hook.get('type') if isinstance(hook, dict) else type(hook)
 
 
+class RunConfig(Config):
+    """A runner's config whose ``pretty_text`` is formatted once for each
+    content: mmengine's formats the whole config with yapf (0.4 s for the
+    demo's) each time the runner logs it, dumps it, starts and writes a
+    checkpoint."""
+
+    @property
+    def pretty_text(self) -> str:
+        content = repr(self.to_dict())
+        formatted = self.__dict__.get('_formatted')
+        if formatted is None or formatted[0] != content:
+            formatted = (content, Config.pretty_text.fget(self))
+            super(Config, self).__setattr__('_formatted', formatted)  # Config's sets keys
+        return formatted[1]
+
+    @classmethod
+    def of(cls, cfg):
+        """``cfg`` (a Config) as a RunConfig; anything else as it is."""
+        if not isinstance(cfg, Config) or isinstance(cfg, cls):
+            return cfg
+        run_cfg = cls.__new__(cls)
+        run_cfg.__setstate__(cfg.__getstate__())
+        return run_cfg
+
+
 class _Protections:
     """What :class:`SafeRunner` and :class:`SafeFlexibleRunner` add to their
     mmengine runner: the crash-safe checkpoint hook, the hooks of
     ``vattn_runtime.py``, dataset checks and float32 mmcv ops (see
     :class:`SafeRunner`)."""
+
+    def __init__(self, *args, cfg=None, **kwargs):
+        super().__init__(*args, cfg=RunConfig.of(cfg), **kwargs)
 
     def register_hooks(self, default_hooks: Optional[Dict[str, Union[Hook, dict]]] = None,
                        custom_hooks: Optional[List[Union[Hook, dict]]] = None) -> None:
