@@ -5,7 +5,9 @@ gradient of a training step at an odd input size and batch 2 equal those of
 
 ``make test`` builds each with one block a stage (every width, kernel,
 window and head count of the release; the blocks of a stage repeat the same
-code), ``make test-extended`` also at the released depths."""
+code), once per distinct model: variants that differ only in depth are the
+same model there.  ``make test-extended`` builds every variant at its
+released depths."""
 import pytest
 import torch
 
@@ -22,8 +24,29 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group('released_models')]
 SIZE, BATCH = (67, 93), 2
 RELEASED = [(family, arch) for family in sorted(registered_backbones())
             for arch in backbone_class(family).arch_zoo]
-DEPTHS = [pytest.param('one block a stage'),
-          pytest.param('released depths', marks=pytest.mark.extended)]
+
+
+def one_block_a_stage(family: str, arch: str) -> dict:
+    """The released ``arch`` of ``family`` with one block in every stage."""
+    arch = dict(backbone_class(family).arch_zoo[arch])
+    key = 'depths' if 'depths' in arch else 'depth_list'   # EfficientViT's name
+    arch[key] = [1] * len(arch[key])
+    return arch
+
+
+def _cases() -> list:
+    """Each released variant at its released depths (``extended``), and each
+    distinct one-block-a-stage model once (the first variant that gives it)."""
+    cases, one_block_models = [], set()
+    for family, arch in RELEASED:
+        model = (family, repr(sorted(one_block_a_stage(family, arch).items())))
+        if model not in one_block_models:
+            one_block_models.add(model)
+            cases.append(pytest.param(family, arch, 'one block a stage',
+                                      id=f'{family}-{arch}-one block a stage'))
+        cases.append(pytest.param(family, arch, 'released depths', marks=pytest.mark.extended,
+                                  id=f'{family}-{arch}-released depths'))
+    return cases
 
 
 def _step(model, x: torch.Tensor, setting) -> list:
@@ -33,15 +56,12 @@ def _step(model, x: torch.Tensor, setting) -> list:
     return weighted_grads(ops.configure(model, setting)(x), [x, *model.parameters()])
 
 
-@pytest.mark.parametrize('depths', DEPTHS)
-@pytest.mark.parametrize('family, arch', RELEASED, ids=[f'{f}-{a}' for f, a in RELEASED])
+@pytest.mark.parametrize('family, arch, depths', _cases())
 def test_default_fast_paths_give_plain_gradients(family, arch, depths):
     torch.manual_seed(0)
     cls = backbone_class(family)
     if depths == 'one block a stage':
-        arch = dict(cls.arch_zoo[arch])
-        key = 'depths' if 'depths' in arch else 'depth_list'   # EfficientViT's name
-        arch[key] = [1] * len(arch[key])
+        arch = one_block_a_stage(family, arch)
     model = cls(arch, drop_path_rate=0.).train()
     model.init_weights()
     move_off_init(model)

@@ -24,6 +24,23 @@ pytestmark = pytest.mark.slow
 #: one block per stage: the mixer is in every stage, the trace stays short
 MIXER_MICRO = dict(embed_dims=[16, 32, 48, 64], num_heads=[1, 2, 3, 4], mlp_ratios=[2, 2, 2, 2],
                    depths=[1, 1, 1, 1])
+#: the token mixers in each backbone's micro model (its test checks the list): the
+#: backbone's trace covers them in ``make test``, their own TokenPyramid is ``extended``
+BACKBONE_MIXERS = {
+    'AgentPVT': {'AgentAttention'},
+    'DilateFormer': {'GlobalSelfAttention', 'MultiScaleDilatedAttention'},
+    'EfficientViT': {'LiteMLA'},
+    'FocalNet': {'FocalModulation'},
+    'LITv2': {'HiLoAttention'},
+    'P2T': {'PyramidPoolingAttention'},
+    'PVTv2': {'SpatialReductionAttention'},
+    'QuadTree': {'QuadtreeAttention'},
+    'TokenPyramid': {'FocalModulation', 'HiLoAttention', 'PyramidPoolingAttention',
+                     'SpatialReductionAttention'},
+}
+IN_A_BACKBONE = set().union(*BACKBONE_MIXERS.values())
+MIXER_CASES = [pytest.param(m, marks=pytest.mark.extended) if m in IN_A_BACKBONE else m
+               for m in sorted(MIXERS)]
 
 
 def assert_no_breaks(model: nn.Module, x: torch.Tensor) -> None:
@@ -38,10 +55,13 @@ def assert_no_breaks(model: nn.Module, x: torch.Tensor) -> None:
 @pytest.mark.parametrize('name', REGISTERED)
 def test_no_graph_breaks_in_any_backbone(name):
     model = build_micro(name)
+    mixer_names = {cls: mixer for mixer, cls in MIXERS.items()}
+    assert {mixer_names[type(m)] for m in model.modules() if type(m) in mixer_names} == \
+        BACKBONE_MIXERS[name]
     assert_no_breaks(model, torch.randn(1, 3, *CASES[name].micro_size))
 
 
-@pytest.mark.parametrize('mixer', sorted(MIXERS))
+@pytest.mark.parametrize('mixer', MIXER_CASES)
 def test_no_graph_breaks_with_any_mixer(mixer):
     model = TokenPyramid(MIXER_MICRO, mixer=dict(type=mixer), drop_path_rate=0.1)
     model.init_weights()

@@ -238,9 +238,11 @@ CASES = {  # name: (config, data-loader workers, iteration before which run B is
 CASE_NEEDS = {'maskrcnn-2workers': 'mmdet', 'retinanet-0workers': 'mmdet',
               'upernet-0workers': 'mmseg', 'classifier-2workers': 'mmpretrain',
               'upernet-2processes': 'mmseg'}
-#: the cases ``make test`` leaves to ``make test-extended`` (a second mmdet model; the
-#: mmpretrain one, whose data-worker case maskrcnn-2workers repeats)
-EXTENDED = ('retinanet-0workers', 'classifier-2workers')
+#: the cases ``make test`` leaves to ``make test-extended``: a second mmdet model; the
+#: mmpretrain one, whose data-worker case maskrcnn-2workers repeats; the 1-process mmseg
+#: one, which test_kill_during_save and test_preemption repeat (SIGKILL and SIGTERM to
+#: the same UperNet, resumed exactly)
+EXTENDED = ('retinanet-0workers', 'classifier-2workers', 'upernet-0workers')
 #: training processes at once (each ~0.5 GB; most of a run is imports and waiting)
 MAX_PROCESSES = 6
 

@@ -15,25 +15,13 @@ from torch import nn
 from vattn_mm.analysis.model_spec import strip_pretrained
 from vattn_mm.engine import NormDecayOptimWrapperConstructor
 
-from ..project.test_configs import (det_batch, det_num_classes, det_with_mask, load_config, seg_batch,
-                           cpu_budget)
+from ..project.test_configs import (HEAD_CONFIGS, cpu_budget, det_batch, det_num_classes,
+                                   det_with_mask, load_config, seg_batch)
 
 #: slow (full detection and segmentation heads each take an optimizer step)
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAD_CONFIGS = [
-    'pvtv2_b2_cascade_maskrcnn_3x_coco.py',
-    'focalnet_t_srf_cascade_maskrcnn_3x_coco.py',
-    'focalnet_t_lrf_cascade_maskrcnn_3x_coco.py',
-    'litv2_s_cascade_maskrcnn_3x_coco.py',
-    'pvtv2_b2_atss_3x_coco.py',
-    'pvtv2_b2_gfl_3x_coco.py',
-    'focalnet_t_lrf_dino_4scale_12e_coco.py',
-    'pvtv2_b2_dino_4scale_12e_coco.py',
-    'pvtv2_b2_mask2former_ade20k.py',
-    'focalnet_t_lrf_mask2former_ade20k.py',
-]
 INPUT = (128, 160)
 
 

@@ -8,7 +8,8 @@ codebase a config needs (mmdet, mmseg, mmpretrain) is not installed, its
 backbone fragment builds and trains a step instead and the config's
 requirement error names the extra to install.  ``make test`` trains one config
 of each recipe (family and inherited files); the family's other variants in
-that recipe are ``extended``."""
+that recipe, and the heads' configs that tests/heads trains at full depth,
+are ``extended``."""
 import ast
 import functools
 import os
@@ -81,16 +82,33 @@ def _recipe(path: Path) -> tuple:
             *sorted(base.stem for base in _local_bases(path) if base not in fragments))
 
 
+#: the configs of the modern heads: tests/heads/test_heads.py trains each at full depth
+#: and predicts with it
+HEAD_CONFIGS = [
+    'pvtv2_b2_cascade_maskrcnn_3x_coco.py',
+    'focalnet_t_srf_cascade_maskrcnn_3x_coco.py',
+    'focalnet_t_lrf_cascade_maskrcnn_3x_coco.py',
+    'litv2_s_cascade_maskrcnn_3x_coco.py',
+    'pvtv2_b2_atss_3x_coco.py',
+    'pvtv2_b2_gfl_3x_coco.py',
+    'focalnet_t_lrf_dino_4scale_12e_coco.py',
+    'pvtv2_b2_dino_4scale_12e_coco.py',
+    'pvtv2_b2_mask2former_ade20k.py',
+    'focalnet_t_lrf_mask2former_ade20k.py',
+]
+
+
 def _by_codebase(paths: list, repeats_extended: bool = False) -> list:
     """One param a config (one worker a config: its tests share its parsed
     file, load_config).  ``repeats_extended``: a config whose recipe an earlier
-    one has, with another variant of the family, is marked ``extended``."""
+    one has, with another variant of the family, or that tests/heads trains,
+    is marked ``extended``."""
     params, recipes = [], set()
     for path in paths:
         marks = [pytest.mark.needs(codebase(path)), pytest.mark.xdist_group(_config_id(path))]
         if repeats_extended:
             recipe = _recipe(path)
-            if recipe in recipes:
+            if recipe in recipes or _config_id(path) in HEAD_CONFIGS:
                 marks.append(pytest.mark.extended)
             recipes.add(recipe)
         params.append(pytest.param(path, id=_config_id(path), marks=marks))
