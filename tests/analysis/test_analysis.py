@@ -1,7 +1,11 @@
 """The analysis tools: tools/analysis/get_flops.py on configs and backbones,
 tools/analysis/benchmark.py on a micro backbone (one real run), its worker
 processes (tools/analysis/bench_workers.py), the dilated-attention benchmark
-and the QuadTree benchmark's workers.  The library they run: tests/analysis/."""
+and the QuadTree benchmark's workers.  The library they run: tests/analysis/.
+
+``extended``: the maintainer's operator benchmarks (.dev_scripts/op_benchmarks/), and
+the ``compile`` runtime, whose inductor build takes half a minute on a cold cache
+(tests/engine/test_compile.py builds one with inductor in ``make test``)."""
 import csv
 import math
 import os
@@ -148,6 +152,7 @@ def test_unknown_runtime_is_a_clear_error():
         benchmark(['PVTv2:b0'], [(64, 64)], run_case, runtimes=['tensorrt'], progress=False)
 
 
+@pytest.mark.extended
 def test_compiled_forward_reports_compile_time_and_deviation():
     """The compile runtime in a worker process (one mixer stage, 32x32, the
     forward only: inductor compiles once), bf16: compile time apart from the
@@ -230,6 +235,7 @@ def test_merge_runs(tmp_path, capsys):
         tool.main(['PVTv2:b0', '--merge', str(tmp_path / 'fwd.csv')])
 
 
+@pytest.mark.extended
 def test_dilated_attention_benchmark_runs(capsys):
     """.dev_scripts/op_benchmarks/benchmark_dilated_attention.py end to end at a small size
     (the README's numbers come from it at 800x1344)."""
@@ -246,6 +252,7 @@ def test_dilated_attention_benchmark_runs(capsys):
     assert diff < 1e-4
 
 
+@pytest.mark.extended
 def test_quadtree_benchmark_workers_and_tables(capsys):
     """.dev_scripts/op_benchmarks/benchmark_quadtree.py's worker processes on one small
     dense case (the tool's own sizes take minutes), a failing case skipped,
