@@ -2,8 +2,8 @@
 (forward in eval and train mode, traced by ``torch._dynamo.explain``), the
 breaks the report finds name the line that causes them, an inductor-compiled
 tiny backbone equals eager in its outputs and gradients, a demo trains with
-its backbone compiled (``CompileModulesHook``) and another with mmengine's
-``compile`` setting."""
+its backbone compiled (``CompileModulesHook``) and, ``extended``, another with
+mmengine's ``compile`` setting."""
 import os.path as osp
 import sys
 
@@ -171,6 +171,7 @@ def test_demo_maskrcnn_trains_with_the_backbone_compiled(demo_data, tmp_path):
     assert not any('_orig_mod' in k for k in keys)
 
 
+@pytest.mark.extended   # the second compiled demo training (the Mask R-CNN one: make test)
 def test_demo_upernet_trains_with_the_runners_compile(demo_data, tmp_path):
     """mmengine's own ``compile`` setting (the runner compiles the model's
     whole ``train_step``) on the PVTv2-b0 UperNet demo: a training iteration,
