@@ -193,7 +193,6 @@ def test_safe_runner_dataloaders_name_empty_datasets_and_undecodable_images(tmp_
     assert not isinstance(plain.value, ImageLoadError)
 
 
-
 def test_the_runners_config_is_formatted_once_for_each_content(monkeypatch, tmp_path):
     """mmengine's runner formats its config (yapf) when it logs it, dumps it,
     starts and writes each checkpoint; the safe runners' config formats it
@@ -218,6 +217,7 @@ def test_the_runners_config_is_formatted_once_for_each_content(monkeypatch, tmp_
     assert run_cfg.pretty_text == Config(run_cfg.to_dict()).pretty_text != expected
     runner = SafeRunner(model=torch.nn.Linear(2, 2), work_dir=str(tmp_path), cfg=cfg)
     assert isinstance(runner.cfg, RunConfig) and runner.cfg.pretty_text == expected
+
 
 # ---------------------------------------------- the user's own mmdet train.py
 DET_DEMO = ROOT / 'configs/demo/pvtv2_b0_maskrcnn_demo.py'
