@@ -1,7 +1,7 @@
 """Run a trained detector, segmentor or classifier on pictures.
 
     python tools/infer.py CONFIG CHECKPOINT IMAGE_OR_FOLDER [--out-dir DIR] [--device DEVICE]
-                          [--score-thr 0.3] [--trust-checkpoint]
+                          [--score-thr 0.3] [--trust-checkpoint] [--backend onnxruntime]
 
 The task comes from the config (its ``default_scope``, else its model type):
 mmdet (detection, instance segmentation), mmseg (semantic segmentation) or
@@ -18,6 +18,12 @@ Every input is checked before the model runs, and the outputs are written into
 a temporary folder beside OUT_DIR that replaces it at the end: a failed run
 leaves OUT_DIR as it was.  An existing OUT_DIR is replaced only if it is empty
 or an earlier output of this tool.  The library: :func:`vattn_mm.apis.infer`.
+
+``--backend onnxruntime`` runs the backbone (and neck) in onnxruntime on the
+CPU, the heads in PyTorch: exported once per weights (cached in
+``torch.hub.get_dir()/onnx``, named by the weights' hash) and checked against
+PyTorch in every run; which backend is faster for which backbone:
+docs/benchmarks.md.
 """
 from __future__ import annotations
 
@@ -25,8 +31,9 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from vattn_mm.apis import INDEX, InferError, infer
+from vattn_mm.apis import BACKENDS, INDEX, InferError, infer
 from vattn_mm.backbones import CheckpointError
+from vattn_mm.deploy import OnnxCheckError
 from vattn_mm.utils import (CheckpointDownloadError, UnreadableCheckpointError,
                             UntrustedCheckpointError)
 
@@ -40,6 +47,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--device', help='e.g. cpu, cuda, cuda:1 (default: cuda if available)')
     parser.add_argument('--score-thr', type=float, default=0.3,
                         help='detection: draw boxes scoring at least this (the JSON has all)')
+    parser.add_argument('--backend', choices=BACKENDS, default='pytorch',
+                        help='what runs the backbone (and neck): pytorch, or onnxruntime '
+                             '(CPU; the export cached and checked against PyTorch)')
     parser.add_argument('--trust-checkpoint', action='store_true',
                         help='allow full unpickling of CHECKPOINT (only for a trusted source)')
     return parser.parse_args(argv)
@@ -50,9 +60,9 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     try:
         out_dir = infer(args.config, args.checkpoint, args.input, args.out_dir,
                         device=args.device, score_thr=args.score_thr,
-                        trusted=args.trust_checkpoint)
+                        trusted=args.trust_checkpoint, backend=args.backend)
     except (InferError, CheckpointError, CheckpointDownloadError, UnreadableCheckpointError,
-            UntrustedCheckpointError, FileNotFoundError) as err:
+            UntrustedCheckpointError, OnnxCheckError, FileNotFoundError) as err:
         sys.exit(f'tools/infer.py: error: {err}')
     print(f'pictures in {out_dir}/vis, predictions in {out_dir}/preds, index {out_dir}/{INDEX}')
 

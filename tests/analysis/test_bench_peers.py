@@ -47,3 +47,31 @@ def test_paired_timing_runs_every_implementation(mode):
     assert '1.20x' in table
     runs = f"| {times['PVTv2:b2']['runs']} / {times['mmdet/PVTv2:b2']['runs']} |"
     assert runs in table
+
+
+def test_runtime_peers_time_our_own_model_checked():
+    """``--against onnxruntime``: our model exported (checked against PyTorch
+    at the case's size), timed beside eager, its deviation reported."""
+    assert PEERS.peers_of('P2T:small', ['onnxruntime', 'inductor']) == [
+        'onnxruntime/P2T:small', 'inductor/P2T:small']
+    case = Case('PVTv2:b0', (64, 96), 'fwd', warmup=1, iters=2, threads=1)
+    times = PEERS.compare(case, ['onnxruntime/PVTv2:b0'])
+    ort = times['onnxruntime/PVTv2:b0']
+    assert ort['ms'] > 0 and ort['first_s'] > 0 and ort['deviation'] < 1e-4
+    assert 'deviation' not in times['PVTv2:b0']
+
+
+def test_against_a_runtime_measures_only_its_modes():
+    calls = []
+
+    def run_compare(case, names):
+        calls.append((case.mode, list(names)))
+        return {case.target: dict(ms=10., iqr_ms=1., runs=3, first_s=.1),
+                **{name: dict(ms=8., iqr_ms=1., runs=4, first_s=2., deviation=2e-6)
+                   for name in names}}
+    rows = PEERS.against(['PVTv2:b0'], [(64, 64)], ['fwd', 'train'], ['onnxruntime'],
+                         run_compare, None, threads=1)
+    assert calls == [('fwd', ['onnxruntime/PVTv2:b0'])]
+    table = PEERS.markdown(rows)
+    assert ('| PVTv2:b0 | 64x64 | fwd | onnxruntime | 10.0 | 8.0 | 0.80x | 1.0 | 1.0 | 3 / 4 | '
+            '2.0 | - | - | - | 2.0e-06 |') in table

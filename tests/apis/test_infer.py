@@ -1,8 +1,9 @@
 """vattn_mm.apis.infer and its command line tools/infer.py end to end:
 demo-trained Mask R-CNN, UperNet and ImageClassifier on a real photograph
 (matplotlib's sample picture) and a demo image, whose JSON equals the model's
-own ``test_step`` on the test set's sample; folders, a URL checkpoint, and bad
-input failing clearly with nothing written."""
+own ``test_step`` on the test set's sample; the backbone and neck in
+onnxruntime (exported once, cached) giving PyTorch's predictions; folders, a
+URL checkpoint, and bad input failing clearly with nothing written."""
 import contextlib
 import io
 import json
@@ -209,6 +210,63 @@ def test_classification_on_a_photograph_and_a_demo_image(cls_run):
     np.testing.assert_allclose(pred['pred_scores'], sample.pred_score.numpy(), atol=1e-6)
 
 
+def infer_with_onnxruntime(config: str, checkpoint: str, reference: Path, tmp: Path,
+                           monkeypatch) -> tuple[dict, dict, dict]:
+    """``tools/infer.py --backend onnxruntime`` on the images of the PyTorch
+    run ``reference``, twice (the export cached in a fresh TORCH_HOME): the
+    index, its outputs and the PyTorch run's outputs."""
+    monkeypatch.setenv('TORCH_HOME', str(tmp / 'torch_home'))
+    expected = read_outputs(reference)
+    folder = image_folder(tmp / 'images', *(Path(pred['image']) for pred, _ in
+                                            expected.values()))
+    for run in ('first', 'second'):
+        with contextlib.redirect_stdout(io.StringIO()):
+            infer_tool.main([config, checkpoint, str(folder), '--out-dir', str(tmp / run),
+                             '--backend', 'onnxruntime'])
+    first, second = (json.loads((tmp / run / 'infer.json').read_text())
+                     for run in ('first', 'second'))
+    assert first['backend'] == 'onnxruntime' and first['device'] == 'cpu'
+    assert second['onnx'] == first['onnx'] and Path(first['onnx']).parent == (
+        tmp / 'torch_home/hub/onnx')
+    assert [p.name for p in Path(first['onnx']).parent.iterdir()] == [Path(first['onnx']).name]
+    assert max(first['onnx_check'].values()) <= 1e-4
+    return second, read_outputs(tmp / 'second'), expected
+
+
+def test_detection_with_the_backbone_and_neck_in_onnxruntime(demo_trained, det_run, tmp_path,
+                                                             monkeypatch):
+    """The heads in PyTorch on onnxruntime's features: PyTorch's detections."""
+    _, outputs, expected = infer_with_onnxruntime(
+        DET_DEMO, checkpoint_of(demo_trained(DET_DEMO)), det_run[0], tmp_path, monkeypatch)
+    assert set(outputs) == set(expected)
+    for name, (pred, _) in outputs.items():
+        ref = expected[name][0]
+        assert pred['labels'] == ref['labels']
+        np.testing.assert_allclose(pred['scores'], ref['scores'], rtol=0, atol=1e-4)
+        np.testing.assert_allclose(pred['bboxes'], ref['bboxes'], rtol=0, atol=0.05)
+
+
+def test_segmentation_with_the_backbone_in_onnxruntime(demo_trained, seg_run, tmp_path,
+                                                       monkeypatch):
+    index, outputs, expected = infer_with_onnxruntime(
+        SEG_DEMO, checkpoint_of(demo_trained(SEG_DEMO)), seg_run[0], tmp_path, monkeypatch)
+    for name, (pred, _) in outputs.items():
+        label_map, ref = (cv2.imread(str(root / p['sem_seg']), cv2.IMREAD_UNCHANGED)
+                          for root, p in ((tmp_path / 'second', pred),
+                                          (seg_run[0], expected[name][0])))
+        assert (label_map == ref).mean() >= 0.9999
+
+
+def test_classification_with_the_backbone_and_neck_in_onnxruntime(cls_checkpoint, cls_run,
+                                                                   tmp_path, monkeypatch):
+    _, outputs, expected = infer_with_onnxruntime(CLS_DEMO, cls_checkpoint, cls_run[0], tmp_path,
+                                                  monkeypatch)
+    for name, (pred, _) in outputs.items():
+        assert pred['pred_label'] == expected[name][0]['pred_label']
+        np.testing.assert_allclose(pred['pred_scores'], expected[name][0]['pred_scores'],
+                                   atol=1e-5)
+
+
 def test_checkpoint_from_a_url_replacing_an_earlier_output(cls_checkpoint, cls_run, tmp_path,
                                                            monkeypatch):
     """An http(s) checkpoint is downloaded and read like the file (a server on
@@ -230,12 +288,13 @@ def test_checkpoint_from_a_url_replacing_an_earlier_output(cls_checkpoint, cls_r
 
 # ---------------------------------------------------------------- bad input
 
-def assert_fails_and_writes_nothing(match: str, out: Path, *inputs, error=Exception) -> None:
+def assert_fails_and_writes_nothing(match: str, out: Path, *inputs, error=Exception,
+                                    **options) -> None:
     """The run raises ``error`` matching ``match``; ``out``'s folder holds
     what it held before (no temporary folder left, ``out`` unchanged)."""
     before = sorted(out.parent.rglob('*'))
     with pytest.raises(error, match=match):
-        infer(*inputs, out)
+        infer(*inputs, out, **options)
     assert sorted(out.parent.rglob('*')) == before
 
 
@@ -333,6 +392,14 @@ def test_existing_folder_that_is_no_output_is_kept(out, unused):
     (out / 'mine.txt').write_text('keep')
     assert_fails_and_writes_nothing('is not an output of tools/infer.py', out, DET_DEMO,
                                     unused, photograph(), error=InferError)
+
+
+def test_onnxruntime_backend_off_the_cpu_and_unknown_backends(out, unused):
+    assert_fails_and_writes_nothing('onnxruntime runs on the CPU, not on cuda', out, DET_DEMO,
+                                    unused, photograph(), error=InferError, device='cuda',
+                                    backend='onnxruntime')
+    assert_fails_and_writes_nothing("unknown backend 'tensorrt'", out, DET_DEMO, unused,
+                                    photograph(), error=InferError, backend='tensorrt')
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='needs a machine without CUDA')

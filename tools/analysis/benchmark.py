@@ -11,6 +11,7 @@ the machine's matmul peak of backbones or whole configs at several input sizes.
         --shapes 256x256 512x512 1024x1024 2048x2048   # one mixer stage; growth exponents
     python tools/analysis/benchmark.py --merge fwd.csv train.csv --name all   # combine runs
     python tools/analysis/benchmark.py PVTv2:b2 FocalNet:tiny_srf --against timm mmdet
+    python tools/analysis/benchmark.py PVTv2:b2 --modes fwd --against onnxruntime inductor
     python tools/analysis/benchmark.py PVTv2:b2 --modes train --profile    # time per operator
 
 Batch 1.  Each (model, size, mode) runs in fresh processes: one times it
@@ -95,9 +96,11 @@ def parse_args(argv=None) -> argparse.Namespace:
                         help='time only: no peak-memory processes (half the start-ups)')
     parser.add_argument('--against', nargs='+', metavar='LIBRARY',
                         help='also run these libraries\' versions of the targets with the same '
-                             'weights (timm, mmdet: vattn_mm.analysis.bench.peers), '
-                             'alternating with ours in one process, and report the ratios '
-                             '(written to <name>_against.md)')
+                             'weights (timm, mmdet), or our model exported to onnxruntime '
+                             '(forward) or compiled by inductor '
+                             '(vattn_mm.analysis.bench.peers), alternating with ours in one '
+                             'process, and report the ratios (written to <name>_against.md; '
+                             '--no-memory: times only)')
     args = parser.parse_args(argv)
     args.dtype = list(dict.fromkeys(args.dtype))
     args.runtime = list(dict.fromkeys(args.runtime))
@@ -181,7 +184,7 @@ def main(argv=None) -> int:
     if args.against:
         against = peers.markdown(peers.against(
             args.targets, args.shapes, args.modes, args.against, bench_workers.run_compare,
-            bench_workers.peak_mib, device=args.device, dtype=args.dtype[0], warmup=args.warmup,
+            None if args.no_memory else bench_workers.peak_mib, device=args.device, dtype=args.dtype[0], warmup=args.warmup,
             iters=args.iters, threads=args.threads))
         (out / f'{args.name}_against.md').write_text(against + '\n')
     print(write_report(rows, out, args.name, args.title, against))

@@ -27,27 +27,16 @@ import argparse
 import os.path as osp
 import sys
 
-import torch
 from torch import nn
 
 from vattn_mm.analysis import build_spec
 from vattn_mm.analysis.model_spec import is_backbone_spec, strip_pretrained
 from vattn_mm.backbones import (CheckpointError, extract_state_dict, load_pretrained,
                                 read_checkpoint)
-from vattn_mm.deploy import DEFAULT_TIE_TOL, check_onnx, export_onnx, format_checks
+from vattn_mm.deploy import (DEFAULT_TIE_TOL, BackboneNeck, check_onnx, export_onnx,
+                             format_checks)
 
 DEFAULT_CHECK_SIZES = ((512, 512), (640, 800), (421, 397))
-
-
-class BackboneNeck(nn.Module):
-    """The dense part of a detector / segmentor: neck(backbone(x))."""
-
-    def __init__(self, backbone: nn.Module, neck: nn.Module):
-        super().__init__()
-        self.backbone, self.neck = backbone, neck
-
-    def forward(self, x: torch.Tensor):
-        return tuple(self.neck(self.backbone(x)))
 
 
 def build_from_config(path: str, checkpoint: str | None) -> nn.Module:

@@ -10,7 +10,8 @@ where two stems clash)::
     preds/NAME.json   the prediction: boxes, scores, labels, classes and masks
                       (COCO RLE) / per-class pixel counts and the label map
                       preds/NAME.png / label, class and scores
-    infer.json        config, checkpoint, task, device and every image's outputs
+    infer.json        config, checkpoint, task, device, backend (onnxruntime:
+                      the export and its check) and every image's outputs
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from mmengine.utils import ProgressBar
 from ..utils import trust_checkpoint
 from ..utils.atomic_io import atomic_dir
 from ..utils.safe_load import URI_SCHEME
-from .predictors import Predictor, build_predictor
+from .predictors import BACKENDS, Predictor, build_predictor
 from .tasks import TASKS, InferError, task_scope
 
 IMAGE_SUFFIXES = ('.jpg', '.jpeg', '.png', '.bmp', '.tif', '.tiff', '.webp', '.ppm', '.pgm')
@@ -41,7 +42,7 @@ INDEX = 'infer.json'
 
 def infer(config: Union[str, Path], checkpoint: str, source: Union[str, Path],
           out_dir: Union[str, Path, None] = None, *, device: Optional[str] = None,
-          score_thr: float = 0.3, trusted: bool = False) -> Path:
+          score_thr: float = 0.3, trusted: bool = False, backend: str = 'pytorch') -> Path:
     """Run the detector, segmentor or classifier of ``config`` with the
     weights of ``checkpoint`` (a file or an http(s) URL, read by vattn-mm's
     safe loader, fully unpickled only where ``trusted``, and fitting the
@@ -53,12 +54,24 @@ def infer(config: Union[str, Path], checkpoint: str, source: Union[str, Path],
             it is absent, empty or an earlier output of this function.
         device: e.g. ``cpu``, ``cuda``, ``cuda:1`` (default: ``cuda`` if available).
         score_thr: detection: draw boxes scoring at least this (the JSON has all).
+        backend: ``pytorch``, or ``onnxruntime``: the backbone (and neck) run
+            by onnxruntime on the CPU (default device there ``cpu``),
+            exported once per weights into ``torch.hub.get_dir()/onnx`` and
+            checked against PyTorch in each run; the heads stay in PyTorch
+            (:func:`vattn_mm.deploy.use_onnxruntime`).
 
     Raises:
         InferError: on bad input, before the model runs; a failed run leaves
             ``out_dir`` as it was.
     """
     config, checkpoint = str(config), str(checkpoint)
+    if backend not in BACKENDS:
+        raise InferError(f'unknown backend {backend!r}; choose from {", ".join(BACKENDS)}')
+    if backend == 'onnxruntime':
+        device = device or 'cpu'
+        if torch.device(device).type != 'cpu':
+            raise InferError(f'--backend onnxruntime runs on the CPU, not on {device}; '
+                             'use --device cpu')
     if trusted:
         trust_checkpoint(checkpoint)
     if not os.path.isfile(config):
@@ -75,12 +88,13 @@ def infer(config: Union[str, Path], checkpoint: str, source: Union[str, Path],
 
     with atomic_dir(out_dir) as tmp:
         with DefaultScope.overwrite_default_scope(scope):  # the Inferencers set it globally
-            predict = build_predictor(scope, cfg, checkpoint, device, score_thr=score_thr,
-                                      scratch=tmp / 'scratch')
+            predict, placed = build_predictor(scope, cfg, checkpoint, device,
+                                              score_thr=score_thr, scratch=tmp / 'scratch',
+                                              backend=backend)
             index = run_images(predict, images, names, tmp)
         shutil.rmtree(tmp / 'scratch', ignore_errors=True)
         index = dict(config=config, checkpoint=checkpoint, task=TASKS[scope], device=device,
-                     images=index)
+                     **placed, images=index)
         (tmp / INDEX).write_text(json.dumps(index, indent=2))
     return out_dir
 

@@ -3,7 +3,8 @@
 checkpoint read by vattn-mm's safe loader and checked to fit the model, each
 wrapped as a predictor: ``predict(path) -> (prediction, picture, label maps)``
 with a JSON-ready prediction, the picture drawn (RGB) and the maps to write as
-PNG files (name -> array)."""
+PNG files (name -> array).  With ``backend='onnxruntime'`` the model's
+dense part runs in onnxruntime (:func:`vattn_mm.deploy.use_onnxruntime`)."""
 from __future__ import annotations
 
 import warnings
@@ -21,6 +22,20 @@ from .tasks import InferError
 
 #: ``predict(image path) -> (prediction, picture, label maps)``
 Predictor = Callable[[Path], tuple[dict, np.ndarray, dict]]
+#: what runs the backbone (and neck): ``pytorch``, or ``onnxruntime`` (CPU;
+#: the export cached by the weights' hash, checked against PyTorch first)
+BACKENDS = ('pytorch', 'onnxruntime')
+
+
+def place_backend(model: torch.nn.Module, backend: str) -> dict:
+    """Put ``backend`` in charge of ``model``'s dense part; what
+    ``infer.json`` records of it."""
+    if backend == 'pytorch':
+        return dict(backend=backend)
+    from ..deploy import use_onnxruntime
+    checks = use_onnxruntime(model)
+    return dict(backend=backend, onnx=str(model.backbone.path),
+                onnx_check={f'{c.size[0]}x{c.size[1]} {c.output}': c.rel_error for c in checks})
 
 
 def fitting_checkpoint(model: torch.nn.Module, source: str) -> dict:
@@ -50,7 +65,7 @@ class SafeWeights:
 
 
 def detection_predictor(cfg: Config, checkpoint: str, device: str,
-                        score_thr: float) -> Predictor:
+                        score_thr: float, backend: str) -> tuple[Predictor, dict]:
     """Boxes, scores, labels, class names and masks (COCO RLE); boxes scoring
     at least ``score_thr`` drawn."""
     from mmdet.apis import DetInferencer
@@ -60,16 +75,18 @@ def detection_predictor(cfg: Config, checkpoint: str, device: str,
 
     inferencer = SafeDetInferencer(cfg, checkpoint, device=device, show_progress=False)
     classes = inferencer.model.dataset_meta['classes']
+    placed = place_backend(inferencer.model, backend)
 
     def predict(path: Path) -> tuple[dict, np.ndarray, dict]:
         out = inferencer(str(path), return_vis=True, no_save_vis=True, pred_score_thr=score_thr)
         pred = out['predictions'][0]
         pred['classes'] = [classes[label] for label in pred['labels']]
         return pred, out['visualization'][0], {}
-    return predict
+    return predict, placed
 
 
-def segmentation_predictor(cfg: Config, checkpoint: str, device: str) -> Predictor:
+def segmentation_predictor(cfg: Config, checkpoint: str, device: str,
+                           backend: str) -> tuple[Predictor, dict]:
     """Per-class pixel counts and the label map (``sem_seg``)."""
     from mmseg.apis import MMSegInferencer
 
@@ -79,6 +96,7 @@ def segmentation_predictor(cfg: Config, checkpoint: str, device: str) -> Predict
     inferencer = SafeSegInferencer(cfg, checkpoint, device=device)
     inferencer.show_progress = False
     classes = list(inferencer.model.dataset_meta['classes'])
+    placed = place_backend(inferencer.model, backend)
 
     def predict(path: Path) -> tuple[dict, np.ndarray, dict]:
         out = inferencer(str(path), return_vis=True)
@@ -88,11 +106,11 @@ def segmentation_predictor(cfg: Config, checkpoint: str, device: str) -> Predict
                     pixels={classes[i]: int(n) for i, n in enumerate(counts) if n})
         dtype = np.uint8 if len(classes) <= 256 else np.uint16
         return pred, out['visualization'], {'sem_seg': label_map.astype(dtype)}
-    return predict
+    return predict, placed
 
 
-def classification_predictor(cfg: Config, checkpoint: str, device: str,
-                             scratch: Path) -> Predictor:
+def classification_predictor(cfg: Config, checkpoint: str, device: str, scratch: Path,
+                             backend: str) -> tuple[Predictor, dict]:
     """Label, class, score and every class's score; the Inferencer draws its
     pictures into files, under ``scratch``."""
     from mmpretrain.apis import ImageClassificationInferencer, get_model
@@ -103,6 +121,7 @@ def classification_predictor(cfg: Config, checkpoint: str, device: str,
     meta = loaded.get('meta', {}).get('dataset_meta')
     if meta:  # class names as mmpretrain's get_model takes them
         model._dataset_meta = meta
+    placed = place_backend(model.eval(), backend)
     inferencer = ImageClassificationInferencer(model, pretrained=False, device=device)
 
     def predict(path: Path) -> tuple[dict, np.ndarray, dict]:
@@ -113,14 +132,16 @@ def classification_predictor(cfg: Config, checkpoint: str, device: str,
         pred = inferencer.postprocess(preds, vis)[0]
         pred['pred_scores'] = pred['pred_scores'].tolist()
         return pred, vis[0], {}
-    return predict
+    return predict, placed
 
 
 def build_predictor(scope: str, cfg: Config, checkpoint: str, device: str, *,
-                    score_thr: float, scratch: Path) -> Predictor:
-    """The predictor of ``scope``'s task (:data:`vattn_mm.apis.TASKS`)."""
+                    score_thr: float, scratch: Path,
+                    backend: str = 'pytorch') -> tuple[Predictor, dict]:
+    """The predictor of ``scope``'s task (:data:`vattn_mm.apis.TASKS`) and
+    what :func:`place_backend` records."""
     if scope == 'mmdet':
-        return detection_predictor(cfg, checkpoint, device, score_thr)
+        return detection_predictor(cfg, checkpoint, device, score_thr, backend)
     if scope == 'mmseg':
-        return segmentation_predictor(cfg, checkpoint, device)
-    return classification_predictor(cfg, checkpoint, device, scratch)
+        return segmentation_predictor(cfg, checkpoint, device, backend)
+    return classification_predictor(cfg, checkpoint, device, scratch, backend)

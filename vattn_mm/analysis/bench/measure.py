@@ -93,7 +93,9 @@ def profile_case(case: Case, top: int = 12) -> str:
     """Where one iteration of ``case`` spends its time, by operator: the
     autograd profiler's self CPU time of the ``top`` costliest operators,
     for a training step the forward and the backward apart (after
-    ``case.warmup`` iterations, in this process).  A markdown section."""
+    ``case.warmup`` iterations, in this process); runtime onnxruntime:
+    its own profiler's kernel time by operator type of the optimised graph.
+    A markdown section."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -102,6 +104,8 @@ def profile_case(case: Case, top: int = 12) -> str:
     steps = build_steps(case)
     for _ in range(max(case.warmup, 1)):
         steps.step()
+    if case.runtime == 'onnxruntime':
+        return _onnx_profile(case, steps, top)
     phases = []
     if case.mode == 'fwd':
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -127,4 +131,20 @@ def profile_case(case: Case, top: int = 12) -> str:
         for e in sorted(events, key=lambda e: -e.self_cpu_time_total)[:top]:
             lines.append(f'| `{e.key}` | {e.count} | {e.self_cpu_time_total / 1e3:.1f} | '
                          f'{e.self_cpu_time_total / total:.0%} |')
+    return '\n'.join(lines)
+
+
+def _onnx_profile(case: Case, steps: Any, top: int) -> str:
+    """:func:`profile_case` of an onnxruntime case: one run under
+    onnxruntime's profiler."""
+    import torch
+
+    from vattn_mm.deploy.runtime import onnx_op_times
+    times = onnx_op_times(steps.forward, steps.images)
+    total = sum(us for _, us in times.values())
+    lines = [f'{case.label}, onnxruntime, {torch.get_num_threads()} threads:', '',
+             f'forward (inference): {total / 1e3:.0f} ms of kernel time', '',
+             '| operator type | calls | kernel time (ms) | share |', '|---|---|---|---|']
+    for op, (calls, us) in sorted(times.items(), key=lambda item: -item[1][1])[:top]:
+        lines.append(f'| `{op}` | {calls} | {us / 1e3:.1f} | {us / total:.0%} |')
     return '\n'.join(lines)

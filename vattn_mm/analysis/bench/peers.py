@@ -5,6 +5,9 @@ weights, for ``tools/analysis/benchmark.py --against`` (docs/benchmarks.md).
            that it never replaces the pinned torch): ``pvt_v2_b2``,
            ``focalnet_tiny_srf``
     mmdet (installed): ``PyramidVisionTransformerV2`` (b2)
+    onnxruntime, inductor: our model itself, exported to ONNX and run by
+           onnxruntime (checked against PyTorch at the case's size first), or
+           compiled by ``torch.compile`` (:mod:`.runtimes`); every backbone
 
 A peer is named ``'<library>/<our spec>'`` (``'timm/PVTv2:b2'``).  Its weights
 are ours, converted to the official layout (``vattn_to_official``) and then
@@ -21,6 +24,7 @@ import importlib.util
 from typing import Any, Callable, Optional, Sequence
 
 from .cases import Case
+from .runtimes import runtime
 from .steps import build_steps
 from .timing import time_steps
 
@@ -31,7 +35,9 @@ BUILDER = 'vattn_mm.analysis.bench.peers:build_peer_target'
 
 #: (library, our spec) -> builder of the peer module from our backbone
 PEERS: dict[tuple[str, str], Callable[[Any], Any]] = {}
-LIBRARIES = ('timm', 'mmdet')
+#: peer library -> the :data:`.runtimes.RUNTIMES` entry running our own model
+RUNTIME_PEERS = {'onnxruntime': 'onnxruntime', 'inductor': 'compile'}
+LIBRARIES = ('timm', 'mmdet', *RUNTIME_PEERS)
 
 
 def _peer(library: str, spec: str):
@@ -114,7 +120,8 @@ def peers_of(spec: str, libraries: Sequence[str]) -> list[str]:
     unknown = sorted(set(libraries) - set(LIBRARIES))
     if unknown:
         raise ValueError(f'unknown peer libraries {unknown}; choose from {list(LIBRARIES)}')
-    return [f'{lib}/{spec}' for lib in libraries if (lib, spec) in PEERS]
+    return [f'{lib}/{spec}' for lib in libraries
+            if (lib, spec) in PEERS or lib in RUNTIME_PEERS]
 
 
 def build_peer_target(name: str, *, with_cp: bool = False, device: Any = 'cpu'):
@@ -162,8 +169,17 @@ def agreement(spec: str, peer: str, shape: tuple[int, int] = (224, 160)) -> floa
 
 def _as_peer(case: Case, name: str) -> Case:
     """``case`` measuring implementation ``name`` (ours or a peer)."""
+    library = name.split('/', 1)[0]
+    if name != case.target and library in RUNTIME_PEERS:
+        return dataclasses.replace(case, runtime=RUNTIME_PEERS[library])
     return dataclasses.replace(case, target=name,
                                builder='' if name == case.target else BUILDER)
+
+
+def _measures(name: str, mode: str) -> bool:
+    """Whether peer ``name`` measures ``mode`` (onnxruntime: the forward only)."""
+    library = name.split('/', 1)[0]
+    return library not in RUNTIME_PEERS or mode in runtime(RUNTIME_PEERS[library]).modes
 
 
 def compare(case: Case, peers: Sequence[str]) -> dict:
@@ -171,27 +187,38 @@ def compare(case: Case, peers: Sequence[str]) -> dict:
     ``case.warmup`` untimed iterations each, then
     :func:`.timing.time_steps` (``case.iters``, the implementations in
     alternating blocks).  ``{name: {'ms': median, 'iqr_ms': spread, 'runs':
-    timed iterations}}``."""
+    timed iterations, 'first_s': the first iteration (a compile, where the
+    runtime compiles)}}``, for a runtime peer's forward also ``'deviation'``
+    (:meth:`.steps.Steps.deviation` from our eager forward at the case's size)."""
     import torch
+
+    from .timing import clock
     if case.threads:
         torch.set_num_threads(case.threads)
-    steps = {}
+    steps, extra = {}, {}
     for name in [case.target, *peers]:
         torch.manual_seed(0)
-        steps[name] = build_steps(_as_peer(case, name)).step
-        for _ in range(case.warmup):
-            steps[name]()
-    return {name: dict(ms=t.median_s * 1e3, iqr_ms=t.iqr_s * 1e3, runs=t.runs)
+        built = build_steps(_as_peer(case, name))
+        start = clock()
+        built.step()
+        extra[name] = dict(first_s=clock() - start)
+        for _ in range(case.warmup - 1):
+            built.step()
+        if name != case.target and name.split('/', 1)[0] in RUNTIME_PEERS and case.mode == 'fwd':
+            extra[name]['deviation'] = built.deviation()
+        steps[name] = built.step
+    return {name: dict(ms=t.median_s * 1e3, iqr_ms=t.iqr_s * 1e3, runs=t.runs, **extra[name])
             for name, t in time_steps(steps, case.iters, ROUNDS).items()}
 
 
 def against(targets: Sequence[str], shapes: Sequence[tuple[int, int]], modes: Sequence[str],
             libraries: Sequence[str], run_compare: Callable[[Case, Sequence[str]], dict],
-            peak_mib: Callable[[Case], float], **case_kwargs) -> list[dict]:
-    """For every target with a peer in ``libraries``: the outputs' agreement,
-    then per shape and mode the times of :func:`compare` (``run_compare``:
-    in a fresh process) and the peak memory of each implementation
-    (``peak_mib``: a fresh process each)."""
+            peak_mib: Optional[Callable[[Case], float]], **case_kwargs) -> list[dict]:
+    """For every target with a peer in ``libraries``: the outputs' agreement
+    (a runtime peer's: at each shape, in :func:`compare`), then per shape and
+    mode the times of :func:`compare` (``run_compare``: in a fresh process)
+    and the peak memory of each implementation (``peak_mib``: a fresh process
+    each; None: not measured)."""
     rows = []
     for target in targets:
         names = peers_of(target, libraries)
@@ -199,36 +226,47 @@ def against(targets: Sequence[str], shapes: Sequence[tuple[int, int]], modes: Se
             print(f'[against] {target}: no peer in {list(libraries)} '
                   f'(peers: {sorted(f"{a}/{b}" for a, b in PEERS)})', flush=True)
             continue
-        deviation = {name: agreement(target, name) for name in names}
+        deviation = {name: agreement(target, name) for name in names
+                     if name.split('/', 1)[0] not in RUNTIME_PEERS}
         for shape in shapes:
             for mode in modes:
                 case = Case(target, shape, mode, **case_kwargs)
+                measured = [name for name in names if _measures(name, mode)]
+                if not measured:
+                    continue
                 print(f'[against] {target} {shape[0]}x{shape[1]} {mode}', flush=True)
-                times = run_compare(case, names)
-                peak = {name: peak_mib(_as_peer(case, name)) for name in [target, *names]}
+                times = run_compare(case, measured)
+                deviation.update({name: t['deviation'] for name, t in times.items()
+                                  if 'deviation' in t})
+                peak = {name: peak_mib(_as_peer(case, name)) if peak_mib else None
+                        for name in [target, *measured]}
                 rows.append(dict(target=target, shape=f'{shape[0]}x{shape[1]}', mode=mode,
-                                 times=times, peak_mib=peak, deviation=deviation))
+                                 times=times, peak_mib=peak, deviation=dict(deviation)))
     return rows
 
 
 def markdown(rows: Sequence[dict]) -> str:
     """One line per (target, shape, mode, peer): median times with their
-    spread (IQR) and timed iterations, peaks, and the peer's over ours (> 1:
-    ours is faster / smaller)."""
+    spread (IQR) and timed iterations, the peer's first iteration (its
+    compile, for inductor), peaks, and the peer's over ours (> 1: ours is
+    faster / smaller; ``-``: not measured)."""
     lines = ['| backbone | input | mode | peer | ours ms | peer ms | peer / ours time | '
-             'ours IQR (ms) | peer IQR (ms) | runs (ours / peer) | '
+             'ours IQR (ms) | peer IQR (ms) | runs (ours / peer) | peer first iteration (s) | '
              'ours MiB | peer MiB | peer / ours memory | max output deviation |',
-             '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
+             '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|']
     for r in rows:
-        ours, times = r['target'], r['times']
+        ours, times, peaks = r['target'], r['times'], r['peak_mib']
         for name in times:
             if name == ours:
                 continue
             mine, peer = times[ours], times[name]
+            memory = (f'{peaks[ours]:.0f} | {peaks[name]:.0f} | {peaks[name] / peaks[ours]:.2f}x'
+                      if peaks[ours] and peaks[name] else '- | - | -')
+            deviation = r['deviation'].get(name)
             lines.append(
                 f"| {ours} | {r['shape']} | {r['mode']} | {name.split('/')[0]} | "
                 f"{mine['ms']:.1f} | {peer['ms']:.1f} | {peer['ms'] / mine['ms']:.2f}x | "
                 f"{mine['iqr_ms']:.1f} | {peer['iqr_ms']:.1f} | {mine['runs']} / {peer['runs']} | "
-                f"{r['peak_mib'][ours]:.0f} | {r['peak_mib'][name]:.0f} | "
-                f"{r['peak_mib'][name] / r['peak_mib'][ours]:.2f}x | {r['deviation'][name]:.1e} |")
+                f"{peer.get('first_s', float('nan')):.1f} | {memory} | "
+                f"{'-' if deviation is None else f'{deviation:.1e}'} |")
     return '\n'.join(lines)

@@ -39,14 +39,16 @@ def inductor(target: Any, case: Case) -> Any:
 
 def onnxruntime(target: Any, case: Case) -> Any:
     """The forward exported to ONNX (dynamic height and width, export size
-    ``case.shape``: :func:`vattn_mm.deploy.export_onnx`) and run by
+    ``case.shape``: :func:`vattn_mm.deploy.export_onnx`), checked against
+    PyTorch at ``case.shape`` (:func:`vattn_mm.deploy.check_onnx`, its default
+    tolerances; a ``RuntimeError`` with its report if it fails) and run by
     an onnxruntime CPU session with the case's threads; fp32, CPU, inference."""
     import tempfile
 
     import torch
     from torch import nn
 
-    from vattn_mm.deploy import OnnxModel, export_onnx
+    from vattn_mm.deploy import OnnxModel, check_onnx, export_onnx, format_checks
     if case.device != 'cpu' or case.dtype != 'fp32':
         raise ValueError(f'runtime onnxruntime measures fp32 on the CPU, not {case.dtype} on '
                          f'{case.device}')
@@ -60,7 +62,13 @@ def onnxruntime(target: Any, case: Case) -> Any:
             return target.forward(images)
     with tempfile.TemporaryDirectory(prefix='vattn-onnx-') as tmp:
         path = Path(tmp) / 'model.onnx'
-        export_onnx(Forward(), path, case.shape)
+        forward = Forward()
+        export_onnx(forward, path, case.shape)
+        checks = check_onnx(forward, path, [case.shape], threads=case.threads,
+                            export_size=case.shape)
+        if not all(c.ok for c in checks):
+            raise RuntimeError(f'{case.target}: the ONNX export does not match PyTorch at '
+                               f'{case.shape}:\n{format_checks(checks)}')
         session = OnnxModel(path, case.threads)
     return replace(target, forward=session)
 
