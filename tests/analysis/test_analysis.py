@@ -205,6 +205,20 @@ def test_profile_flag_tables_forward_and_backward(tmp_path, capsys):
     assert all(0 <= int(line.split('|')[-2].strip().rstrip('%')) <= 100 for line in rows)
 
 
+def test_profile_under_onnxruntime_tables_its_operator_types(tmp_path, capsys):
+    """``--profile`` with ``--runtime onnxruntime``: onnxruntime's own
+    profiler, kernel time per operator type of its optimised graph."""
+    assert BENCHMARK.main(['PVTv2:b0', '--shapes', '64x64', '--modes', 'fwd', '--runtime',
+                           'onnxruntime', '--profile', '3', '--warmup', '1', '--threads', '1',
+                           '--out-dir', str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith('PVTv2:b0 64x64 fwd, onnxruntime, 1 threads:')
+    rows = [line.split('|') for line in text.splitlines() if line.startswith('| `')]
+    assert len(rows) == 3 and any('MatMul' in row[1] for row in rows)
+    times = [float(row[3]) for row in rows]
+    assert times == sorted(times, reverse=True) and times[-1] > 0
+
+
 def _row(target, shape, ms, peak, frac):
     return Row(target, shape, 'cpu', 'fp32', 25.4, 30.0, fwd_ms=ms, img_per_s=1e3 / ms,
                fwd_peak_mib=peak, fwd_frac_peak=frac)

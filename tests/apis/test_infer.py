@@ -5,6 +5,7 @@ own ``test_step`` on the test set's sample; the backbone and neck in
 onnxruntime (exported once, cached) giving PyTorch's predictions; folders, a
 URL checkpoint, and bad input failing clearly with nothing written."""
 import contextlib
+import importlib.util
 import io
 import json
 import shutil
@@ -394,12 +395,19 @@ def test_existing_folder_that_is_no_output_is_kept(out, unused):
                                     unused, photograph(), error=InferError)
 
 
-def test_onnxruntime_backend_off_the_cpu_and_unknown_backends(out, unused):
+def test_onnxruntime_backend_off_the_cpu_without_it_and_unknown_backends(out, unused,
+                                                                         monkeypatch):
     assert_fails_and_writes_nothing('onnxruntime runs on the CPU, not on cuda', out, DET_DEMO,
                                     unused, photograph(), error=InferError, device='cuda',
                                     backend='onnxruntime')
     assert_fails_and_writes_nothing("unknown backend 'tensorrt'", out, DET_DEMO, unused,
                                     photograph(), error=InferError, backend='tensorrt')
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, 'find_spec',
+                        lambda name, *a: None if name == 'onnxruntime' else find_spec(name, *a))
+    assert_fails_and_writes_nothing(r"needs onnxruntime: pip install -e '\.\[deploy\]'", out,
+                                    DET_DEMO, unused, photograph(), error=InferError,
+                                    backend='onnxruntime')
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason='needs a machine without CUDA')

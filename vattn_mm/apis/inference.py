@@ -15,6 +15,7 @@ where two stems clash)::
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -63,6 +64,8 @@ def infer(config: Union[str, Path], checkpoint: str, source: Union[str, Path],
     Raises:
         InferError: on bad input, before the model runs; a failed run leaves
             ``out_dir`` as it was.
+        OnnxCheckError: backend onnxruntime, where the export does not
+            match PyTorch (the file is removed from the cache).
     """
     config, checkpoint = str(config), str(checkpoint)
     if backend not in BACKENDS:
@@ -72,6 +75,8 @@ def infer(config: Union[str, Path], checkpoint: str, source: Union[str, Path],
         if torch.device(device).type != 'cpu':
             raise InferError(f'--backend onnxruntime runs on the CPU, not on {device}; '
                              'use --device cpu')
+        if importlib.util.find_spec('onnxruntime') is None:
+            raise InferError("--backend onnxruntime needs onnxruntime: pip install -e '.[deploy]'")
     if trusted:
         trust_checkpoint(checkpoint)
     if not os.path.isfile(config):

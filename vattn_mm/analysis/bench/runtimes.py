@@ -60,16 +60,17 @@ def onnxruntime(target: Any, case: Case) -> Any:
 
         def forward(self, images: torch.Tensor) -> Any:
             return target.forward(images)
-    with tempfile.TemporaryDirectory(prefix='vattn-onnx-') as tmp:
-        path = Path(tmp) / 'model.onnx'
-        forward = Forward()
-        export_onnx(forward, path, case.shape)
-        checks = check_onnx(forward, path, [case.shape], threads=case.threads,
-                            export_size=case.shape)
-        if not all(c.ok for c in checks):
-            raise RuntimeError(f'{case.target}: the ONNX export does not match PyTorch at '
-                               f'{case.shape}:\n{format_checks(checks)}')
-        session = OnnxModel(path, case.threads)
+    folder = tempfile.TemporaryDirectory(prefix='vattn-onnx-')
+    path = Path(folder.name) / 'model.onnx'
+    forward = Forward()
+    export_onnx(forward, path, case.shape)
+    checks = check_onnx(forward, path, [case.shape], threads=case.threads,
+                        export_size=case.shape)
+    if not all(c.ok for c in checks):
+        raise RuntimeError(f'{case.target}: the ONNX export does not match PyTorch at '
+                           f'{case.shape}:\n{format_checks(checks)}')
+    session = OnnxModel(path, case.threads)
+    session.folder = folder         # the file stays while the session lives (profiling reads it)
     return replace(target, forward=session)
 
 
